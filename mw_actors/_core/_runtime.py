@@ -1,0 +1,183 @@
+"""The embedded runtime: ``async with open_runtime(...) as rt``.
+
+The runtime owns the clock, the journal (optional) and the root supervisor,
+and runs inside the caller's own asyncio or trio program. It keeps no global
+state and installs no signal handlers unless asked to.
+
+Lifecycle: open the journal (recovering it), start the root supervisor and
+its children in order, run the caller's block, then stop the tree in reverse
+order and close the journal. If the root gives up (restart intensity
+exceeded all the way up) or the journal fails, the caller's block is
+cancelled and the error is raised from the ``async with``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import structlog
+
+from mw_errors import JournalError, MwError, RestartIntensityExceeded, RuntimeClosed
+
+from ._actor import ActorContext, ActorRef, Envelope, Exit, _Identity
+from ._clock import Clock, SystemClock
+from ._journal import Journal, open_journal
+from ._mailbox import Mailbox
+from ._records import ExitError, Record
+from ._spec import AutoShutdown, ChildSpec, Restart, SupervisorSpec
+from ._supervisor import Supervisor, SupervisorRef
+
+__all__ = ["Runtime", "open_runtime"]
+
+log = structlog.get_logger("mw.runtime")
+
+
+class Runtime:
+    """A running actor system. Get one from :func:`open_runtime`."""
+
+    def __init__(self, clock: Clock, journal: Journal | None) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.failure: MwError | None = None
+        self._body_scope = anyio.CancelScope()
+        self._top: Supervisor | None = None
+        self._top_ref: SupervisorRef | None = None
+        self._root: SupervisorRef | None = None
+        self._top_done = anyio.Event()
+
+    @property
+    def root(self) -> SupervisorRef:
+        """The root supervisor."""
+        if self._root is None:
+            raise RuntimeClosed("the runtime has no root supervisor")
+        return self._root
+
+    async def spawn(self, spec: ChildSpec) -> ActorRef[Any]:
+        """Start ``spec`` as a child of the root supervisor."""
+        return await self.root.start_child(spec)
+
+    def record(self, record: Record) -> None:
+        """Append a lifecycle record (no fsync wait). A failed journal fails the runtime."""
+        if self.journal is None or self.failure is not None:
+            return
+        try:
+            self.journal.append_nowait(record)
+        except JournalError as exc:
+            self.fail(exc)
+
+    def fail(self, error: MwError) -> None:
+        """Fail the runtime: cancel the caller's block and stop the tree."""
+        if self.failure is None:
+            self.failure = error
+            log.critical("runtime_failed", error=error.render())
+        self._body_scope.cancel()
+
+    async def _run_top(self, root: SupervisorSpec, started: anyio.Event) -> None:
+        top_spec = SupervisorSpec(
+            strategy="one_for_one",
+            intensity=0,
+            auto_shutdown=AutoShutdown.ANY_SIGNIFICANT,
+            children=[
+                ChildSpec(
+                    id="root",
+                    start=lambda: Supervisor(root),
+                    restart=Restart.TEMPORARY,
+                    significant=True,
+                    shutdown=math.inf,
+                    start_timeout=math.inf,
+                )
+            ],
+        )
+        self._top = top = Supervisor(top_spec)
+        identity = _Identity("", Mailbox[Envelope](64), self.clock)
+        self._top_ref = SupervisorRef(ActorRef(identity))
+        ctx = ActorContext(identity, 1, self, supervisor="")
+
+        def ready() -> None:
+            self._root = SupervisorRef(ActorRef(top._children[0].identity))
+            started.set()
+
+        try:
+            with anyio.CancelScope(shield=True):
+                await top._main(ctx, ready)
+        except Exit:
+            pass  # the top's own exit; the root's reason is read below
+        except MwError as exc:
+            self.fail(exc)
+        finally:
+            self._top_done.set()
+            started.set()
+            identity.mailbox.close()
+        reason = self._root.ref.last_exit if self._root is not None else None
+        if isinstance(reason, ExitError):
+            self.fail(RestartIntensityExceeded(f"the root supervisor exited: {reason}"))
+
+    async def _shutdown(self) -> None:
+        if self._top_ref is not None and not self._top_done.is_set():
+            await self._top_ref.stop("runtime closing")
+        await self._top_done.wait()
+
+
+async def _watch_signals(rt: Runtime) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.warning("runtime_signal", signal=signal.Signals(signum).name)
+            rt._body_scope.cancel()
+            return
+
+
+@asynccontextmanager
+async def open_runtime(
+    *,
+    journal: Journal | str | os.PathLike[str] | None = None,
+    clock: Clock | None = None,
+    root: SupervisorSpec | None = None,
+    record_types: Sequence[type[Record]] = (),
+    handle_signals: bool = False,
+) -> AsyncIterator[Runtime]:
+    """Run an actor system inside the caller's async program.
+
+    ``journal`` is an open :class:`Journal`, a directory to open one in, or
+    None (lifecycle records are then only logged). ``root`` is the root
+    supervisor's spec (default: ``one_for_one`` with no children). With
+    ``handle_signals``, SIGTERM and SIGINT stop the runtime gracefully.
+
+    Raises:
+        StartFailed: a root child failed to start.
+        RestartIntensityExceeded: the root supervisor gave up.
+        JournalFatal: the journal failed.
+    """
+    clock = clock or SystemClock()
+    async with AsyncExitStack() as stack:
+        if journal is not None and not isinstance(journal, Journal):
+            journal = await stack.enter_async_context(
+                open_journal(journal, clock=clock, record_types=record_types)
+            )
+        rt = Runtime(clock, journal)
+        body_error: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            started = anyio.Event()
+            tg.start_soon(rt._run_top, root or SupervisorSpec(), started)
+            if handle_signals:
+                tg.start_soon(_watch_signals, rt)
+            await started.wait()
+            try:
+                if rt.failure is None:
+                    with rt._body_scope:
+                        yield rt
+            except BaseException as exc:  # re-raised below, outside the task group
+                body_error = exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await rt._shutdown()
+                tg.cancel_scope.cancel()
+        if body_error is not None:
+            raise body_error
+        if rt.failure is not None:
+            raise rt.failure

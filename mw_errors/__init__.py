@@ -1,0 +1,154 @@
+"""The one error tree of mw.
+
+Every error mw raises on purpose derives from :class:`MwError`. Each class has
+a stable ``code`` (what scripts match on) and a ``hint`` (what a person should
+do next); the CLI renders both on one line. Foreign exceptions are translated
+at the boundary with ``raise ... from exc``. Cancellation is never an MwError.
+
+The tree, drawn once::
+
+    MwError
+    ├── ConfigError                 bad input, refused at construction
+    ├── RuntimeClosed               the runtime is not running (any more)
+    ├── ActorError
+    │   ├── ActorExited             the actor died or stopped; pending asks fail with it
+    │   ├── AskTimeout              no reply within the ask's timeout (also a TimeoutError)
+    │   ├── MailboxFull             tell_nowait with the "fail" overflow policy
+    │   ├── MailboxClosed           the mailbox was closed from this side
+    │   └── StartFailed             readiness handshake failed or timed out
+    ├── SupervisorError
+    │   └── RestartIntensityExceeded  too many restarts in the window; escalated
+    ├── JournalError
+    │   ├── JournalCorrupt          a bad line that is not a torn tail
+    │   ├── JournalFatal            an fsync or write failed; the campaign stops
+    │   └── JournalSchemaError      a record kind or version this build cannot read
+    ├── MeterError                  (meters/)
+    └── SandboxError                (sandbox/)
+
+``meters`` and ``sandbox`` are libraries of their own: they import their roots
+from here, never from ``mw_actors``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActorError",
+    "ActorExited",
+    "AskTimeout",
+    "ConfigError",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalFatal",
+    "JournalSchemaError",
+    "MailboxClosed",
+    "MailboxFull",
+    "MeterError",
+    "MwError",
+    "RestartIntensityExceeded",
+    "RuntimeClosed",
+    "SandboxError",
+    "StartFailed",
+    "SupervisorError",
+]
+
+
+class MwError(Exception):
+    """Root of every error mw raises on purpose."""
+
+    code: str = "mw_error"
+    hint: str = "see the log for details"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def render(self) -> str:
+        """One line: what went wrong, the stable code, and what to do."""
+        return f"error[{self.code}]: {self.message} (hint: {self.hint})"
+
+
+class ConfigError(MwError, ValueError):
+    code = "config_invalid"
+    hint = "fix the value named above and run again"
+
+
+class RuntimeClosed(MwError):
+    code = "runtime_closed"
+    hint = "open the runtime with `async with open_runtime(...)` and use it inside the block"
+
+
+class ActorError(MwError):
+    code = "actor_error"
+
+
+class ActorExited(ActorError):
+    """The actor stopped before it could take or answer the message."""
+
+    code = "actor_exited"
+    hint = "the actor's exit record in the journal says why"
+
+    def __init__(self, actor: str, reason: object, *, hint: str | None = None) -> None:
+        super().__init__(f"actor {actor!r} exited: {reason}", hint=hint)
+        self.actor = actor
+        self.reason = reason
+
+
+class AskTimeout(ActorError, TimeoutError):
+    code = "ask_timeout"
+    hint = "the actor is busy or stuck; raise the timeout or check its mailbox statistics"
+
+
+class MailboxFull(ActorError):
+    code = "mailbox_full"
+    hint = "use `tell` to wait for room, or the drop_oldest overflow policy"
+
+
+class MailboxClosed(ActorError):
+    code = "mailbox_closed"
+    hint = "the mailbox was closed by its owner; do not send after closing"
+
+
+class StartFailed(ActorError):
+    code = "start_failed"
+    hint = "the actor's init raised or did not signal readiness in time"
+
+
+class SupervisorError(MwError):
+    code = "supervisor_error"
+
+
+class RestartIntensityExceeded(SupervisorError):
+    code = "restart_intensity_exceeded"
+    hint = "a child keeps failing; its exit records in the journal say why"
+
+
+class JournalError(MwError):
+    code = "journal_error"
+
+
+class JournalCorrupt(JournalError):
+    code = "journal_corrupt"
+    hint = (
+        "the damage is not a torn tail, so mw will not guess; restore the file from a "
+        "backup, or move it aside to start a new campaign"
+    )
+
+
+class JournalFatal(JournalError):
+    code = "journal_fatal"
+    hint = "the disk refused a write or fsync; free space or fix the disk, then resume"
+
+
+class JournalSchemaError(JournalError):
+    code = "journal_schema"
+    hint = "this journal was written by a newer mw; upgrade mw to read it"
+
+
+class MeterError(MwError):
+    code = "meter_error"
+
+
+class SandboxError(MwError):
+    code = "sandbox_error"
