@@ -397,6 +397,8 @@ class Journal:
         while True:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
+            # Once closing, nothing more is enqueued: the batch taken now is the last.
+            closing = self._closing
             batch, self._pending = self._pending, _Batch()
             if batch.parts:
                 try:
@@ -409,7 +411,7 @@ class Journal:
                 if batch.sync:
                     self._durable_seq = batch.last_seq
             batch.done.set()
-            if self._closing and not self._pending.parts:
+            if closing:
                 return
 
     def _fail(self, exc: OSError, batch: _Batch) -> None:

@@ -34,7 +34,7 @@ import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from mw_errors import ActorExited, ConfigError, RestartIntensityExceeded, StartFailed
+from mw_errors import ActorExited, ConfigError, MwError, RestartIntensityExceeded, StartFailed
 
 from ._actor import IGNORE, Actor, ActorContext, ActorRef, Envelope, Exit, _fail_dead_letter, _Identity
 from ._clock import move_on_after
@@ -102,6 +102,10 @@ class _TerminateChild(msgspec.Struct, frozen=True):
 
 class _WhichChildren(msgspec.Struct, frozen=True):
     pass
+
+
+class _ChildRef(msgspec.Struct, frozen=True):
+    id: str
 
 
 class _Statistics(msgspec.Struct, frozen=True):
@@ -246,7 +250,8 @@ class Supervisor(Actor[Any]):
             try:
                 self._events_send.send_nowait(envelope)
             except anyio.ClosedResourceError:
-                envelope.reply and envelope.reply.fail(ActorExited(ctx.name, "stopping"))
+                if envelope.reply is not None:
+                    envelope.reply.fail(ActorExited(ctx.name, "stopping"))
                 return
 
     async def _loop(self) -> None:
@@ -406,6 +411,7 @@ class Supervisor(Actor[Any]):
                 break
             if isinstance(event, Envelope) and event.reply is not None:
                 event.reply.fail(ActorExited(self._ctx.name, self._stopping or "stopping"))
+        self._events_recv.close()
 
     def _kill_all(self) -> None:
         self._teardown_killed = True
@@ -585,7 +591,7 @@ class Supervisor(Actor[Any]):
         request, reply = envelope.message, envelope.reply
         try:
             result = await self._answer(request)
-        except (ConfigError, KeyError) as exc:
+        except (MwError, KeyError) as exc:
             if reply is not None:
                 reply.fail(exc)
             return
@@ -601,6 +607,8 @@ class Supervisor(Actor[Any]):
             if child.spec.restart_type is Restart.TEMPORARY or self._dynamic_strategy:
                 self._remove(child)
             return None
+        if isinstance(request, _ChildRef):
+            return ActorRef(self._find(request.id).identity)
         if isinstance(request, _WhichChildren):
             return [self._info(c) for c in self._children]
         if isinstance(request, _Statistics):
@@ -636,7 +644,7 @@ class Supervisor(Actor[Any]):
         reason = await self._start(child, request.args)
         if reason is not None and not isinstance(reason, ExitIgnored):
             self._remove(child)
-            raise ConfigError(f"child {child.identity.name} failed to start: {reason}")
+            raise StartFailed(f"child {child.identity.name} failed to start: {reason}")
         return ActorRef(child.identity)
 
     def _find(self, child_id: str) -> _Child:
@@ -689,7 +697,8 @@ class SupervisorRef:
         """Start a child: a ``ChildSpec``, or for ``simple_one_for_one`` the template's ``args``.
 
         Raises:
-            ConfigError: a bad spec, a duplicate id, or a child that failed to start.
+            ConfigError: a bad spec or a duplicate id.
+            StartFailed: the child's init raised, or it was not ready in time.
         """
         result: ActorRef[Any] = await self.ref.ask(_StartChild(spec, args), timeout=timeout)
         return result
@@ -697,6 +706,19 @@ class SupervisorRef:
     async def terminate_child(self, child_id: str) -> None:
         """Stop a child by its shutdown policy. It is not restarted."""
         await self.ref.ask(_TerminateChild(child_id))
+
+    async def child(self, child_id: str) -> ActorRef[Any]:
+        """The reference of a child by id; valid across its restarts.
+
+        Raises:
+            KeyError: no such child.
+        """
+        result: ActorRef[Any] = await self.ref.ask(_ChildRef(child_id))
+        return result
+
+    async def child_supervisor(self, child_id: str) -> SupervisorRef:
+        """The reference of a nested supervisor by id."""
+        return SupervisorRef(await self.child(child_id))
 
     async def which_children(self) -> list[ChildInfo]:
         result: list[ChildInfo] = await self.ref.ask(_WhichChildren())

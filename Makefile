@@ -1,0 +1,30 @@
+# The two commands of the README:
+#   make demo   installs mw into .venv and runs the main job
+#   make test   installs mw with its dev tools and runs lint, types and the tests
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/mw demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/actors.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs for mw: a virtual environment with mw and
+# its dev tools. Idempotent; `make demo` and `make test` call it.
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+"$PYTHON" - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"mw needs Python >= 3.11, this is {sys.version.split()[0]}; set PYTHON=python3.11")
+PY
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'

@@ -1,0 +1,106 @@
+"""Every async test runs on asyncio and on trio, under a watchdog that dumps
+the tasks of a hung test instead of hanging CI."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import random
+import sys
+import traceback
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+ASYNC_TEST_TIMEOUT = float(os.environ.get("MW_TEST_TIMEOUT", "60"))
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """A random seed, printed so a failure can be replayed with MW_TEST_SEED."""
+    value = int(os.environ.get("MW_TEST_SEED", random.randrange(2**32)))
+    print(f"\n{request.node.nodeid}: seed={value} (replay with MW_TEST_SEED={value})")
+    return value
+
+
+def _asyncio_stacks() -> Iterator[str]:
+    import asyncio
+
+    for task in asyncio.all_tasks():
+        frames = task.get_stack(limit=50)
+        lines = traceback.format_list(traceback.extract_stack(frames[-1])[-1:]) if frames else []
+        coro_lines = []
+        coro: Any = task.get_coro()
+        while coro is not None:  # walk the await chain, innermost last
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is not None:
+                coro_lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}\n")
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        yield f"task {task.get_name()}:\n" + "".join(coro_lines or lines)
+
+
+def _trio_stacks() -> Iterator[str]:
+    import trio
+
+    def walk(task: trio.lowlevel.Task) -> Iterator[str]:
+        frames = [f for f, _ in task.iter_await_frames()]
+        where = "".join(traceback.format_stack(frames[-1], limit=1)) if frames else " (no frames)\n"
+        yield f"task {task.name}:\n{where}"
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                yield from walk(child)
+
+    yield from walk(trio.lowlevel.current_root_task())
+
+
+def task_dump() -> str:
+    stacks = _trio_stacks() if "trio" in sys.modules and _on_trio() else _asyncio_stacks()
+    return "\n".join(stacks)
+
+
+def _on_trio() -> bool:
+    import sniffio
+
+    return sniffio.current_async_library() == "trio"
+
+
+def _watchdog(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., Coroutine[Any, Any, None]]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> None:
+        dump: list[str] = []
+
+        async def watch(scope: anyio.CancelScope) -> None:
+            await anyio.sleep(ASYNC_TEST_TIMEOUT)
+            dump.append(task_dump())
+            scope.cancel()
+
+        error: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, tg.cancel_scope)
+            try:
+                await fn(*args, **kwargs)
+            except BaseException as exc:  # re-raised outside the task group, unwrapped
+                error = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if dump:
+            pytest.fail(f"test hung for {ASYNC_TEST_TIMEOUT} s; its tasks:\n{dump[0]}")
+        if error is not None:
+            raise error
+
+    return wrapper
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
+            assert item.get_closest_marker("anyio"), f"{item.nodeid}: mark the module anyio"
+            item.obj = _watchdog(item.obj)
