@@ -199,7 +199,8 @@ class ActorContext:
 
     def __init__(self, identity: _Identity, run: int, runtime: Runtime, *, supervisor: str) -> None:
         self._id = identity
-        self.run = run
+        self.run = run  # unique within the journal
+        self.attempt = identity.runs  # 1 for the first run of this identity, 2 after a restart...
         self.runtime = runtime
         self.current: Envelope | None = None
         self.log = structlog.get_logger("mw.actor").bind(actor=identity.name, run=run)

@@ -13,6 +13,7 @@ cancelled and the error is raised from the ``async with``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import signal
@@ -27,9 +28,9 @@ from mw_errors import JournalError, MwError, RestartIntensityExceeded, RuntimeCl
 
 from ._actor import ActorContext, ActorRef, Envelope, Exit, _Identity
 from ._clock import Clock, SystemClock
-from ._journal import Journal, open_journal
+from ._journal import Journal, open_journal, replay
 from ._mailbox import Mailbox
-from ._records import ExitError, Record
+from ._records import ActorSpawn, ExitError, Record
 from ._spec import AutoShutdown, ChildSpec, Restart, SupervisorSpec
 from ._supervisor import Supervisor, SupervisorRef
 
@@ -50,6 +51,15 @@ class Runtime:
         self._top_ref: SupervisorRef | None = None
         self._root: SupervisorRef | None = None
         self._top_done = anyio.Event()
+        first_run = 1
+        if journal is not None:
+            spawns = replay(journal.recovered_entries(), ActorSpawn)
+            first_run += max((r.run for r in spawns), default=0)
+        self._runs = itertools.count(first_run)
+
+    def _next_run(self) -> int:
+        """A run id unique within the journal, across restarts of the process too."""
+        return next(self._runs)
 
     @property
     def root(self) -> SupervisorRef:
@@ -97,7 +107,7 @@ class Runtime:
         self._top = top = Supervisor(top_spec)
         identity = _Identity("", Mailbox[Envelope](64), self.clock)
         self._top_ref = SupervisorRef(ActorRef(identity))
-        ctx = ActorContext(identity, 1, self, supervisor="")
+        ctx = ActorContext(identity, 0, self, supervisor="")
 
         def ready() -> None:
             self._root = SupervisorRef(ActorRef(top._children[0].identity))

@@ -210,6 +210,7 @@ class Supervisor(Actor[Any]):
     async def _main(self, ctx: ActorContext, ready: Callable[[], None]) -> object:
         self._ctx = ctx
         ctx._on_kill(self._kill_all)
+        error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._forward_requests, ctx)
@@ -224,11 +225,15 @@ class Supervisor(Actor[Any]):
                     error_type=RestartIntensityExceeded.__name__,
                     message=f"more than {self.spec.intensity} restarts in {self.spec.period} s",
                 )
+            except BaseException as exc:  # re-raised below, outside the task group
+                error = exc
             finally:
                 with anyio.CancelScope(shield=True) as teardown:
                     ctx._on_kill(teardown.cancel)
                     await self._terminate_all()
                 tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
         reason = self._stopping
         if isinstance(reason, ExitError):
             parent = ctx._supervisor_name
@@ -237,7 +242,7 @@ class Supervisor(Actor[Any]):
             )
             log.error("supervisor_escalated", supervisor=ctx.name, parent=parent)
             raise Exit(reason)
-        if isinstance(reason, ExitShutdown) and reason.reason is not None:
+        if isinstance(reason, ExitShutdown):
             raise Exit(reason)
         return None
 
@@ -285,18 +290,18 @@ class Supervisor(Actor[Any]):
         if reason is not None and not isinstance(reason, ExitIgnored):
             raise StartFailed(f"child {child.identity.name} failed to start: {reason}")
 
-    async def _start(self, child: _Child, args: tuple[Any, ...] = ()) -> ExitReason | None:
+    async def _start(self, child: _Child) -> ExitReason | None:
         """Start one run and wait for its readiness. Returns None when ready, else its exit."""
         ctx = self._ctx
         assert ctx is not None and self._tg is not None
         identity = child.identity
         identity.runs += 1
         identity.alive = True
-        run = _Run(identity.runs, ctx.clock.monotonic())
+        run = _Run(ctx.runtime._next_run(), ctx.clock.monotonic())
         child.run = run
         child.pending_restart = False
         self._record(ActorSpawn(actor=identity.name, run=run.number, supervisor=ctx.name))
-        self._tg.start_soon(self._run_child, child, run, args)
+        self._tg.start_soon(self._run_child, child, run)
         with move_on_after(ctx.clock, child.spec.start_timeout):
             await run.settled.wait()
         if run.ready:
@@ -311,7 +316,7 @@ class Supervisor(Actor[Any]):
             await run.done.wait()
         return run.reason
 
-    async def _run_child(self, child: _Child, run: _Run, args: tuple[Any, ...]) -> None:
+    async def _run_child(self, child: _Child, run: _Run) -> None:
         assert self._ctx is not None
         identity = child.identity
         ctx = ActorContext(identity, run.number, self._ctx.runtime, supervisor=self._ctx.name)
@@ -327,7 +332,7 @@ class Supervisor(Actor[Any]):
             with anyio.CancelScope(shield=True), run.kill_scope:
                 try:
                     with run.shutdown_scope:
-                        actor = child.spec.start(*child.spec.args, *args)
+                        actor = child.spec.start(*child.spec.args)
                         outcome = await actor._main(ctx, ready)
                         reason = ExitIgnored() if outcome is IGNORE else ExitNormal()
                     if reason is None:
@@ -626,7 +631,7 @@ class Supervisor(Actor[Any]):
             spec = ChildSpec(
                 id=f"{template.id}.{next(self._dynamic)}",
                 start=template.start,
-                args=template.args,
+                args=(*template.args, *request.args),
                 restart=template.restart,
                 shutdown=template.shutdown,
                 significant=template.significant,
@@ -641,7 +646,7 @@ class Supervisor(Actor[Any]):
                 raise ConfigError(f"a child with id {spec.id!r} already exists")
         child = self._new_child(spec)
         self._children.append(child)
-        reason = await self._start(child, request.args)
+        reason = await self._start(child)
         if reason is not None and not isinstance(reason, ExitIgnored):
             self._remove(child)
             raise StartFailed(f"child {child.identity.name} failed to start: {reason}")

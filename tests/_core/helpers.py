@@ -48,10 +48,10 @@ class Worker(mw.Actor[Any]):
         self.run_action = run_action
 
     async def init(self, ctx: mw.ActorContext) -> object:
-        action = self.plan[min(ctx.run, len(self.plan)) - 1]
-        self.probe.log(ctx.name, "init", ctx.run)
+        action = self.plan[min(ctx.attempt, len(self.plan)) - 1]
+        self.probe.log(ctx.name, "init", ctx.attempt)
         if action == "fail":
-            raise RuntimeError(f"init of run {ctx.run} fails")
+            raise RuntimeError(f"init of attempt {ctx.attempt} fails")
         if action == "ignore":
             return mw.IGNORE
         if action == "hang":
@@ -81,7 +81,7 @@ class Worker(mw.Actor[Any]):
         return message
 
     async def terminate(self, ctx: mw.ActorContext, reason: mw.ExitReason, interrupted: bool) -> None:
-        self.probe.log(ctx.name, f"terminate:{reason}", ctx.run)
+        self.probe.log(ctx.name, f"terminate:{reason}", ctx.attempt)
         if self.crash_terminate:
             raise RuntimeError("cleanup fails")
         if self.hang_terminate:

@@ -140,7 +140,7 @@ class _Tagged(mw.Actor[Any]):
         self.probe, self.tag = probe, tag
 
     async def init(self, ctx: mw.ActorContext) -> object:
-        self.probe.log(ctx.name, "init", ctx.run)
+        self.probe.log(ctx.name, "init", ctx.attempt)
         return None
 
     async def handle(self, message: Any) -> object:
@@ -206,6 +206,7 @@ async def test_restart_window_slides_on_virtual_time(tmp_path: Path) -> None:
             await settle()
             await clock.advance(2)
         assert clock.monotonic() == 20
+        await clock.advance(5)  # the last restart (t=18) leaves the window
         for _ in range(3):  # three quick ones still fit...
             await w.tell("crash")
             await settle()
@@ -363,9 +364,10 @@ async def test_significant_children(tmp_path: Path, mode: str) -> None:
         inner_actor = await _ref(rt, "inner")
         inner_ref = mw.SupervisorRef(inner_actor)
         s1 = await inner_ref.child("s1")
-        await inner_ref.terminate_child("s2")  # ordered by the supervisor: does not count
-        await settle()
-        assert inner_actor.alive
+        if mode == "any_significant":
+            await inner_ref.terminate_child("s2")  # ordered by the supervisor: does not count
+            await settle()
+            assert inner_actor.alive
         await s1.tell("normal")
         await wait_for(lambda: mode == "all_significant" or not inner_actor.alive)
         await settle()
@@ -411,7 +413,7 @@ async def test_ignore_and_start_timeout(tmp_path: Path) -> None:
             with pytest.raises(mw.StartFailed, match="not ready within 3"):
                 await rt.spawn(worker(probe, "h", plan=["hang"], start_timeout=3))
             assert clock.monotonic() == 3
-            with pytest.raises(mw.StartFailed, match="init of run 1 fails"):
+            with pytest.raises(mw.StartFailed, match="init of attempt 1 fails"):
                 await rt.spawn(worker(probe, "f", plan=["fail"]))
             assert [c.id for c in await rt.root.which_children()] == ["i"]
         tg.cancel_scope.cancel()
