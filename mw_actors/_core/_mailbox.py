@@ -173,6 +173,12 @@ class Mailbox(Generic[T]):
             self._waiter.set()
         return left
 
+    def __enter__(self) -> Mailbox[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _dead_letter(self, item: T) -> None:
         self._dead += 1
         if self._on_dead_letter is not None:

@@ -108,6 +108,10 @@ class _ChildRef(msgspec.Struct, frozen=True):
     id: str
 
 
+class _RestartChild(msgspec.Struct, frozen=True):
+    id: str
+
+
 class _Statistics(msgspec.Struct, frozen=True):
     pass
 
@@ -612,6 +616,16 @@ class Supervisor(Actor[Any]):
             if child.spec.restart_type is Restart.TEMPORARY or self._dynamic_strategy:
                 self._remove(child)
             return None
+        if isinstance(request, _RestartChild):
+            child = self._find(request.id)
+            if child.alive:
+                raise ConfigError(f"child {request.id!r} is running; terminate it first")
+            if child.identity.mailbox.closed:
+                raise ConfigError(f"child {request.id!r} has stopped for good")
+            reason = await self._start(child)
+            if reason is not None and not isinstance(reason, ExitIgnored):
+                raise StartFailed(f"child {child.identity.name} failed to start: {reason}")
+            return ActorRef(child.identity)
         if isinstance(request, _ChildRef):
             return ActorRef(self._find(request.id).identity)
         if isinstance(request, _WhichChildren):
@@ -709,8 +723,22 @@ class SupervisorRef:
         return result
 
     async def terminate_child(self, child_id: str) -> None:
-        """Stop a child by its shutdown policy. It is not restarted."""
+        """Stop a child by its shutdown policy. It is not restarted until :meth:`restart_child`.
+
+        A temporary or dynamic child is removed, and its mailbox closed.
+        """
         await self.ref.ask(_TerminateChild(child_id))
+
+    async def restart_child(self, child_id: str) -> ActorRef[Any]:
+        """Start again a child stopped by :meth:`terminate_child`; its mailbox kept what was sent.
+
+        Raises:
+            KeyError: no such child.
+            ConfigError: it is running, or has stopped for good.
+            StartFailed: its start failed.
+        """
+        result: ActorRef[Any] = await self.ref.ask(_RestartChild(child_id))
+        return result
 
     async def child(self, child_id: str) -> ActorRef[Any]:
         """The reference of a child by id; valid across its restarts.
