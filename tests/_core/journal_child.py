@@ -1,0 +1,37 @@
+"""A process that appends evidence until it is killed; it prints each acknowledgement.
+
+Run as: python -m tests._core.journal_child DIR BACKEND WRITERS
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+
+import mw_actors as mw
+
+
+class Evidence(mw.Record, tag="test.evidence"):
+    writer: int
+    index: int
+    payload: str
+
+
+async def main(directory: str, writers: int) -> None:
+    out = sys.stdout
+
+    async def writer(w: int, journal: mw.Journal) -> None:
+        for i in range(10**9):
+            seq = await journal.append(Evidence(writer=w, index=i, payload="x" * (i % 200)))
+            out.write(f"ack {seq} {w} {i}\n")
+            out.flush()
+
+    async with mw.open_journal(directory, record_types=[Evidence], segment_bytes=64 * 1024) as j:
+        async with anyio.create_task_group() as tg:
+            for w in range(writers):
+                tg.start_soon(writer, w, j)
+
+
+if __name__ == "__main__":
+    anyio.run(main, sys.argv[1], int(sys.argv[3]), backend=sys.argv[2])
