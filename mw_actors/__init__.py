@@ -125,6 +125,7 @@ __all__ = [
     "RuntimeClosed",
     "StartFailed",
     "Strategy",
+    "SupervisionView",
     "Supervisor",
     "SupervisorEscalate",
     "SupervisorGiveUp",

@@ -1,0 +1,83 @@
+"""The embedded runtime: inside the caller's asyncio or trio program, no globals, no signals."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import mw_actors as mw
+
+from .helpers import Probe, assert_one_terminal_per_run, worker
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_no_signal_handlers_unless_asked(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    async with mw.open_runtime(journal=tmp_path):
+        assert signal.getsignal(signal.SIGTERM) is before
+
+
+async def test_body_errors_propagate_unwrapped_and_the_tree_stops(tmp_path: Path) -> None:
+    probe = Probe()
+    with pytest.raises(KeyError, match="from the body"):
+        async with mw.open_runtime(journal=tmp_path) as rt:
+            await rt.spawn(worker(probe, "w"))
+            raise KeyError("from the body")
+    state = assert_one_terminal_per_run(tmp_path)
+    assert state["root/w"].last_exit == "shutdown"
+
+
+async def test_outer_cancellation_still_stops_the_tree_in_order(tmp_path: Path) -> None:
+    probe = Probe()
+    root = mw.SupervisorSpec(children=[worker(probe, "a"), worker(probe, "b")])
+    with anyio.CancelScope() as outer:
+        async with mw.open_runtime(journal=tmp_path, root=root):
+            outer.cancel()
+            await anyio.sleep_forever()
+    assert outer.cancelled_caught
+    order = [r.actor for r in mw.replay(mw.read_journal(tmp_path), mw.ActorExit)]
+    assert order == ["root/b", "root/a", "root"]
+
+
+async def test_spawn_after_close_is_refused(tmp_path: Path) -> None:
+    probe = Probe()
+    async with mw.open_runtime(journal=tmp_path) as rt:
+        pass
+    with pytest.raises(mw.ActorExited):
+        await rt.spawn(worker(probe, "late"))
+
+
+async def test_run_ids_stay_unique_across_reopened_journals(tmp_path: Path) -> None:
+    probe = Probe()
+    for _ in range(2):
+        async with mw.open_runtime(journal=tmp_path) as rt:
+            await rt.spawn(worker(probe, "w"))
+    spawns = list(mw.replay(mw.read_journal(tmp_path), mw.ActorSpawn))
+    runs = [s.run for s in spawns]
+    assert len(runs) == len(set(runs)) == 4
+    assert_one_terminal_per_run(tmp_path)
+
+
+async def test_signal_handling_when_asked(tmp_path: Path) -> None:
+    import os
+
+    probe = Probe()
+    async with mw.open_runtime(journal=tmp_path, handle_signals=True) as rt:
+        await rt.spawn(worker(probe, "w"))
+        os.kill(os.getpid(), signal.SIGTERM)
+        await anyio.sleep_forever()  # cancelled by the signal: a graceful stop
+    assert assert_one_terminal_per_run(tmp_path)["root/w"].last_exit == "shutdown"
+
+
+async def test_without_a_journal(tmp_path: Path) -> None:
+    probe = Probe()
+    async with mw.open_runtime() as rt:
+        ref = await rt.spawn(worker(probe, "w"))
+        assert await ref.ask("x") == "x"
+        stats: Any = await rt.root.statistics()
+        assert (stats.children, stats.alive) == (1, 1)

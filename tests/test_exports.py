@@ -1,0 +1,53 @@
+"""Each package's public face: a sorted, complete ``__all__``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import types
+
+import pytest
+
+PACKAGES = ["mw_actors", "mw_errors"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_is_sorted_and_complete(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    # isort style, as ruff's RUF022 keeps it: CONSTANTS, then Classes, then functions
+    assert exported == sorted(exported, key=lambda s: (not s.isupper(), not s[0].isupper(), s))
+    public = {
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and attr not in ("annotations",)
+    }
+    assert public == set(exported), sorted(public ^ set(exported))
+
+
+def test_error_tree_has_one_root() -> None:
+    import mw_errors
+
+    for attr in mw_errors.__all__:
+        cls = getattr(mw_errors, attr)
+        assert issubclass(cls, mw_errors.MwError)
+        assert cls.code and cls.hint
+        assert attr in (mw_errors.__doc__ or ""), f"{attr} is not drawn in the tree"
+
+
+def test_libraries_never_import_the_runtime() -> None:
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for package in ("meters", "sandbox", "mw_errors"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                else:
+                    continue
+                assert not any(n.startswith("mw_actors") for n in names), f"{path} imports {names}"
