@@ -42,7 +42,9 @@ def _asyncio_stacks() -> Iterator[str]:
         while coro is not None:  # walk the await chain, innermost last
             frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
             if frame is not None:
-                coro_lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}\n")
+                coro_lines.append(
+                    f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}\n"
+                )
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         yield f"task {task.get_name()}:\n" + "".join(coro_lines or lines)
 
@@ -72,7 +74,9 @@ def _on_trio() -> bool:
     return sniffio.current_async_library() == "trio"
 
 
-def _watchdog(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., Coroutine[Any, Any, None]]:
+def _watchdog(
+    fn: Callable[..., Coroutine[Any, Any, None]],
+) -> Callable[..., Coroutine[Any, Any, None]]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> None:
         dump: list[str] = []

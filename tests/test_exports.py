@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-PACKAGES = ["mw_actors", "mw_errors"]
+PACKAGES = ["meters", "mw_actors", "mw_errors", "sandbox"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -1,1 +1,4 @@
-"""The engine room: actors, mailboxes, supervisors, clock, journal. Private: import from ``mw_actors``."""
+"""The engine room: actors, mailboxes, supervisors, clock, journal.
+
+Private: import from ``mw_actors``.
+"""

@@ -57,8 +57,10 @@ IGNORE: Final = _Ignore()
 """Return this from ``Actor.init`` to leave the child unstarted (OTP ``ignore``)."""
 
 
-class Exit(BaseException):  # noqa: N818 - control flow, like SystemExit
-    """Raise inside an actor to end its run with a chosen reason, e.g. ``Exit(ExitShutdown("done"))``.
+class Exit(BaseException):
+    """Raise inside an actor to end its run with a chosen reason.
+
+    For example ``raise Exit(ExitShutdown("done"))``.
 
     A BaseException, so that an actor's own ``except Exception`` does not swallow it.
     """
@@ -183,9 +185,10 @@ class ActorRef(Generic[M]):
                 await self._id.mailbox.put(Envelope(message, slot))
             except MailboxClosed:
                 raise self._exited() from None
-            return await slot.wait()
-        assert scope.cancelled_caught
-        raise AskTimeout(f"{self._id.name} did not answer within {timeout} s")
+            result = await slot.wait()
+        if scope.cancelled_caught:
+            raise AskTimeout(f"{self._id.name} did not answer within {timeout} s")
+        return result
 
     def statistics(self) -> MailboxStatistics:
         return self._id.mailbox.statistics()

@@ -190,7 +190,8 @@ def _scan(directory: Path, codec: _Codec, entries: list[Entry] | None) -> _Scan:
                 raise JournalCorrupt(f"{where}: checksum or framing is bad and valid lines follow")
             if raw.seq != scan.last_seq + 1:
                 raise JournalCorrupt(
-                    f"{where}: sequence number {raw.seq} follows {scan.last_seq}; records are missing"
+                    f"{where}: sequence number {raw.seq} follows {scan.last_seq}; "
+                    "records are missing"
                 )
             rec = codec.record(raw, where)
             if lineno == 1 and not isinstance(rec, JournalHeader):
@@ -215,9 +216,7 @@ def read_journal(
     """
     path = Path(directory)
     if not path.is_dir():
-        raise JournalError(
-            f"{path}: no journal here", hint="pass the campaign's journal directory"
-        )
+        raise JournalError(f"{path}: no journal here", hint="pass the campaign's journal directory")
     entries: list[Entry] = []
     _scan(path, _Codec(record_types), entries)
     return entries
@@ -402,7 +401,9 @@ class Journal:
             batch, self._pending = self._pending, _Batch()
             if batch.parts:
                 try:
-                    fsyncs = await anyio.to_thread.run_sync(self._write_batch, batch.parts, batch.sync)
+                    fsyncs = await anyio.to_thread.run_sync(
+                        self._write_batch, batch.parts, batch.sync
+                    )
                 except OSError as exc:
                     self._fail(exc, batch)
                     return
@@ -508,7 +509,10 @@ async def open_journal(
     if segment_bytes < 4096:
         raise JournalError(f"segment_bytes={segment_bytes} is too small", hint="use at least 4096")
     journal = Journal(
-        Path(directory), _Codec(record_types), clock or SystemClock(), files or FileOps(),
+        Path(directory),
+        _Codec(record_types),
+        clock or SystemClock(),
+        files or FileOps(),
         segment_bytes,
     )
     await anyio.to_thread.run_sync(journal._recover)

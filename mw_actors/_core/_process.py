@@ -9,6 +9,7 @@ the group swept, so no zombie and no orphaned grandchild survives. A
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,10 +30,8 @@ Spawner = Callable[..., Awaitable[Process]]
 
 
 def _signal_group(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
         os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass
 
 
 class ProcessActor(Actor[Any]):

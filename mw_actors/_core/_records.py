@@ -14,7 +14,6 @@ import msgspec
 
 __all__ = [
     "ActorExit",
-    "ActorReady",
     "ActorSpawn",
     "ExitError",
     "ExitIgnored",
@@ -38,11 +37,11 @@ class _Reason(msgspec.Struct, frozen=True, tag_field="type"):
         return str(self.__struct_config__.tag)
 
 
-class ExitNormal(_Reason, tag="normal"):
+class ExitNormal(_Reason, tag="normal", frozen=True):
     """The actor finished its work and returned."""
 
 
-class ExitShutdown(_Reason, tag="shutdown"):
+class ExitShutdown(_Reason, tag="shutdown", frozen=True):
     """The actor was told to stop (by its supervisor, or by raising ``Exit(shutdown)``)."""
 
     reason: str | None = None
@@ -51,7 +50,7 @@ class ExitShutdown(_Reason, tag="shutdown"):
         return "shutdown" if self.reason is None else f"shutdown({self.reason})"
 
 
-class ExitError(_Reason, tag="error"):
+class ExitError(_Reason, tag="error", frozen=True):
     """The actor raised."""
 
     abnormal: ClassVar[bool] = True
@@ -68,13 +67,13 @@ class ExitError(_Reason, tag="error"):
         return f"error({self.error_type}: {self.message})"
 
 
-class ExitKilled(_Reason, tag="killed"):
+class ExitKilled(_Reason, tag="killed", frozen=True):
     """The supervisor cancelled the actor outright (brutal_kill, or shutdown timeout)."""
 
     abnormal: ClassVar[bool] = True
 
 
-class ExitIgnored(_Reason, tag="ignored"):
+class ExitIgnored(_Reason, tag="ignored", frozen=True):
     """The actor's init answered ``IGNORE``: it was never started."""
 
 
@@ -85,7 +84,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     """Base of every journal record. Subclasses set ``tag="area.name"``."""
 
 
-class JournalHeader(Record, tag="journal.header"):
+class JournalHeader(Record, tag="journal.header", frozen=True):
     """First line of every journal segment."""
 
     schema_version: int
@@ -94,7 +93,7 @@ class JournalHeader(Record, tag="journal.header"):
     writer_pid: int
 
 
-class ActorSpawn(Record, tag="actor.spawn"):
+class ActorSpawn(Record, tag="actor.spawn", frozen=True):
     """A run of an actor begins. Exactly one ``actor.exit`` follows for the same run."""
 
     actor: str
@@ -102,14 +101,7 @@ class ActorSpawn(Record, tag="actor.spawn"):
     supervisor: str
 
 
-class ActorReady(Record, tag="actor.ready"):
-    """The run's readiness handshake succeeded."""
-
-    actor: str
-    run: int
-
-
-class ActorExit(Record, tag="actor.exit"):
+class ActorExit(Record, tag="actor.exit", frozen=True):
     """Terminal record of one actor run."""
 
     actor: str
@@ -118,7 +110,7 @@ class ActorExit(Record, tag="actor.exit"):
     uptime: float
 
 
-class SupervisorRestart(Record, tag="supervisor.restart"):
+class SupervisorRestart(Record, tag="supervisor.restart", frozen=True):
     """The supervisor decided to restart ``children`` after ``trigger`` exited."""
 
     supervisor: str
@@ -128,7 +120,7 @@ class SupervisorRestart(Record, tag="supervisor.restart"):
     delay: float
 
 
-class SupervisorGiveUp(Record, tag="supervisor.give_up"):
+class SupervisorGiveUp(Record, tag="supervisor.give_up", frozen=True):
     """Restart intensity exceeded: the supervisor stops all its children."""
 
     supervisor: str
@@ -137,7 +129,7 @@ class SupervisorGiveUp(Record, tag="supervisor.give_up"):
     period: float
 
 
-class SupervisorEscalate(Record, tag="supervisor.escalate"):
+class SupervisorEscalate(Record, tag="supervisor.escalate", frozen=True):
     """The supervisor exits abnormally, handing the failure to its parent."""
 
     supervisor: str
@@ -145,7 +137,7 @@ class SupervisorEscalate(Record, tag="supervisor.escalate"):
     reason: str
 
 
-class SupervisorRetryLater(Record, tag="supervisor.retry_later"):
+class SupervisorRetryLater(Record, tag="supervisor.retry_later", frozen=True):
     """Restart intensity exceeded, but the supervisor waits and tries again."""
 
     supervisor: str
@@ -158,7 +150,6 @@ Durability = Literal["evidence", "info"]
 CORE_RECORDS: tuple[type[Record], ...] = (
     JournalHeader,
     ActorSpawn,
-    ActorReady,
     ActorExit,
     SupervisorRestart,
     SupervisorGiveUp,

@@ -108,8 +108,10 @@ class Backoff:
 
 @dataclass(frozen=True)
 class RetryLater:
-    """When restart intensity is exceeded, wait ``delay`` seconds and start over
-    instead of giving up (for campaigns that run for hours)."""
+    """On exceeded restart intensity, wait ``delay`` seconds and start over.
+
+    The alternative to giving up, for campaigns that run for hours.
+    """
 
     delay: float
 
@@ -143,7 +145,7 @@ class ChildSpec:
             raise ConfigError(f"child {self.id!r}: start must be callable, got {self.start!r}")
         object.__setattr__(self, "restart", _coerce(Restart, self.restart, "restart type"))
         if self.shutdown != BRUTAL_KILL:
-            _positive(self.shutdown, f"child {self.id!r}: shutdown timeout", zero_ok=True)  # type: ignore[arg-type]
+            _positive(self.shutdown, f"child {self.id!r}: shutdown timeout", zero_ok=True)
         _positive(self.start_timeout, f"child {self.id!r}: start_timeout")
         if not isinstance(self.mailbox_capacity, int) or self.mailbox_capacity < 1:
             raise ConfigError(

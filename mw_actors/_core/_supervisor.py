@@ -23,6 +23,7 @@ order, with its shutdown policy. Every run ends with exactly one
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import math
 from collections.abc import Callable
@@ -36,7 +37,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mw_errors import ActorExited, ConfigError, MwError, RestartIntensityExceeded, StartFailed
 
-from ._actor import IGNORE, Actor, ActorContext, ActorRef, Envelope, Exit, _fail_dead_letter, _Identity
+from ._actor import (
+    IGNORE,
+    Actor,
+    ActorContext,
+    ActorRef,
+    Envelope,
+    Exit,
+    _fail_dead_letter,
+    _Identity,
+)
 from ._clock import move_on_after
 from ._mailbox import Mailbox
 from ._records import (
@@ -53,10 +63,18 @@ from ._records import (
     SupervisorRestart,
     SupervisorRetryLater,
 )
-from ._spec import BRUTAL_KILL, AutoShutdown, ChildSpec, Restart, RetryLater, Strategy, SupervisorSpec
+from ._spec import (
+    BRUTAL_KILL,
+    AutoShutdown,
+    ChildSpec,
+    Restart,
+    RetryLater,
+    Strategy,
+    SupervisorSpec,
+)
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    pass
 
 __all__ = ["ChildInfo", "Supervisor", "SupervisorRef", "SupervisorStatistics", "supervisor"]
 
@@ -241,9 +259,7 @@ class Supervisor(Actor[Any]):
         reason = self._stopping
         if isinstance(reason, ExitError):
             parent = ctx._supervisor_name
-            self._record(
-                SupervisorEscalate(supervisor=ctx.name, parent=parent, reason=str(reason))
-            )
+            self._record(SupervisorEscalate(supervisor=ctx.name, parent=parent, reason=str(reason)))
             log.error("supervisor_escalated", supervisor=ctx.name, parent=parent)
             raise Exit(reason)
         if isinstance(reason, ExitShutdown):
@@ -297,7 +313,8 @@ class Supervisor(Actor[Any]):
     async def _start(self, child: _Child) -> ExitReason | None:
         """Start one run and wait for its readiness. Returns None when ready, else its exit."""
         ctx = self._ctx
-        assert ctx is not None and self._tg is not None
+        assert ctx is not None
+        assert self._tg is not None
         identity = child.identity
         identity.runs += 1
         identity.alive = True
@@ -368,10 +385,8 @@ class Supervisor(Actor[Any]):
         self._record(ActorExit(actor=identity.name, run=run.number, reason=reason, uptime=uptime))
         run.done.set()
         run.settled.set()
-        try:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._events_send.send_nowait(_Down(child, run))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
 
     # -- stopping ---------------------------------------------------------------------
 
@@ -464,7 +479,11 @@ class Supervisor(Actor[Any]):
         await self._terminate_group([c for c in group if c is not child])
         group = [c for c in group if c is child or c.spec.restart_type is not Restart.TEMPORARY]
         for other in self._children:
-            if other not in group and other.spec.restart_type is Restart.TEMPORARY and not other.alive:
+            if (
+                other not in group
+                and other.spec.restart_type is Restart.TEMPORARY
+                and not other.alive
+            ):
                 self._remove(other)
         delay = self.spec.backoff.delay(child.failures) if self.spec.backoff else 0.0
         delay = max(delay, self._retry_at - self._now)
@@ -557,7 +576,8 @@ class Supervisor(Actor[Any]):
         return [child]
 
     def _schedule(self, delay: float, group: list[_Child]) -> None:
-        assert self._ctx is not None and self._tg is not None
+        assert self._ctx is not None
+        assert self._tg is not None
         for child in group:
             child.pending_restart = True
         scope = anyio.CancelScope()
@@ -763,14 +783,12 @@ class SupervisorRef:
 
     async def stop(self, reason: str | None = None) -> None:
         """Stop the supervisor and all its children (reverse start order)."""
-        try:
+        with contextlib.suppress(ActorExited):  # already stopped
             await self.ref.ask(_Stop(reason))
-        except ActorExited:
-            pass
 
 
 def supervisor(
-    id: str,  # noqa: A002 - OTP's name for it
+    id: str,
     spec: SupervisorSpec,
     *,
     restart: Restart | str = Restart.PERMANENT,

@@ -80,7 +80,9 @@ class Worker(mw.Actor[Any]):
             await anyio.sleep_forever()
         return message
 
-    async def terminate(self, ctx: mw.ActorContext, reason: mw.ExitReason, interrupted: bool) -> None:
+    async def terminate(
+        self, ctx: mw.ActorContext, reason: mw.ExitReason, interrupted: bool
+    ) -> None:
         self.probe.log(ctx.name, f"terminate:{reason}", ctx.attempt)
         if self.crash_terminate:
             raise RuntimeError("cleanup fails")
@@ -88,7 +90,7 @@ class Worker(mw.Actor[Any]):
             await anyio.sleep_forever()
 
 
-def worker(probe: Probe, id: str = "w", **kwargs: Any) -> mw.ChildSpec:  # noqa: A002
+def worker(probe: Probe, id: str = "w", **kwargs: Any) -> mw.ChildSpec:
     spec_keys = {"restart", "shutdown", "significant", "start_timeout", "mailbox_capacity"}
     spec_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in spec_keys}
     return mw.ChildSpec(id=id, start=lambda: Worker(probe, **kwargs), **spec_kwargs)
@@ -126,4 +128,6 @@ def assert_one_terminal_per_run(path: Path) -> dict[str, mw.ActorView]:
 
 
 def exits(path: Path, actor: str) -> list[str]:
-    return [str(r.reason) for r in mw.replay(mw.read_journal(path), mw.ActorExit) if r.actor == actor]
+    return [
+        str(r.reason) for r in mw.replay(mw.read_journal(path), mw.ActorExit) if r.actor == actor
+    ]

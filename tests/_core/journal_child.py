@@ -27,10 +27,12 @@ async def main(directory: str, writers: int) -> None:
             out.write(f"ack {seq} {w} {i}\n")
             out.flush()
 
-    async with mw.open_journal(directory, record_types=[Evidence], segment_bytes=64 * 1024) as j:
-        async with anyio.create_task_group() as tg:
-            for w in range(writers):
-                tg.start_soon(writer, w, j)
+    async with (
+        mw.open_journal(directory, record_types=[Evidence], segment_bytes=64 * 1024) as j,
+        anyio.create_task_group() as tg,
+    ):
+        for w in range(writers):
+            tg.start_soon(writer, w, j)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,11 @@ async def test_reopen_continues_the_sequence(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "tail",
-    [b'{"crc":"0000', b'{"crc":"00000000","seq":5,"t":1.0,"dur":"evidence","rec":{}}\n', b"\0" * 512],
+    [
+        b'{"crc":"0000',
+        b'{"crc":"00000000","seq":5,"t":1.0,"dur":"evidence","rec":{}}\n',
+        b"\0" * 512,
+    ],
     ids=["partial", "bad-crc-last", "zeros"],
 )
 async def test_torn_tail_is_truncated(tmp_path: Path, tail: bytes) -> None:
@@ -111,7 +115,7 @@ async def test_gap_in_sequence_is_refused(tmp_path: Path) -> None:
 
 async def test_unknown_kind_and_newer_schema_are_refused(tmp_path: Path) -> None:
     await write_some(tmp_path, 1)
-    with pytest.raises(mw.JournalSchemaError, match="unknown record kind 'test.evidence'"):
+    with pytest.raises(mw.JournalSchemaError, match=r"unknown record kind 'test\.evidence'"):
         mw.read_journal(tmp_path)  # without the record types that wrote it
 
     class Future(mw.JournalHeader, tag="journal.header"):
@@ -234,17 +238,17 @@ class _Recorder(mw.Actor[object]):
 
 async def test_fsync_error_fails_the_runtime(tmp_path: Path) -> None:
     with pytest.raises(mw.JournalFatal):
-        async with mw.open_journal(
-            tmp_path, record_types=[Evidence], files=_FailingFsync(2)
-        ) as journal:
-            async with mw.open_runtime(journal=journal) as rt:
-                ref = await rt.spawn(mw.ChildSpec(id="rec", start=_Recorder))
-                for i in range(5):
-                    try:
-                        await ref.ask(i)
-                    except mw.ActorExited:
-                        break
-                await anyio.sleep_forever()  # the runtime's failure cancels this
+        async with (
+            mw.open_journal(tmp_path, record_types=[Evidence], files=_FailingFsync(2)) as journal,
+            mw.open_runtime(journal=journal) as rt,
+        ):
+            ref = await rt.spawn(mw.ChildSpec(id="rec", start=_Recorder))
+            for i in range(5):
+                try:
+                    await ref.ask(i)
+                except mw.ActorExited:
+                    break
+            await anyio.sleep_forever()  # the runtime's failure cancels this
 
 
 @pytest.mark.slow
@@ -256,7 +260,14 @@ async def test_kill_9_at_random_points_loses_no_acknowledged_record(
     acked: dict[int, tuple[int, int]] = {}
     for round_ in range(50 if writers == 16 else 25):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests._core.journal_child", str(tmp_path), anyio_backend, str(writers)],
+            [
+                sys.executable,
+                "-m",
+                "tests._core.journal_child",
+                str(tmp_path),
+                anyio_backend,
+                str(writers),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -274,7 +285,9 @@ async def test_kill_9_at_random_points_loses_no_acknowledged_record(
                 acked[int(parts[1])] = (int(parts[2]), int(parts[3]))
         entries = mw.read_journal(tmp_path, [Evidence])  # raises on a gap or a bad middle line
         assert [e.seq for e in entries] == list(range(1, len(entries) + 1)), round_
-        present = {e.seq: (e.rec.writer, e.rec.index) for e in entries if isinstance(e.rec, Evidence)}
+        present = {
+            e.seq: (e.rec.writer, e.rec.index) for e in entries if isinstance(e.rec, Evidence)
+        }
         missing = {s: v for s, v in acked.items() if present.get(s) != v}
         assert not missing, f"round {round_}: acknowledged records lost: {sorted(missing)[:5]}"
     assert len(acked) > 100

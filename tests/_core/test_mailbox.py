@@ -81,7 +81,12 @@ async def test_overflow_policies_and_statistics() -> None:
     box.done()
     stats = box.statistics()
     assert stats == mw.MailboxStatistics(
-        capacity=3, depth=2, high_water=3, processed=1, dead_letters=2, senders_waiting=0,
+        capacity=3,
+        depth=2,
+        high_water=3,
+        processed=1,
+        dead_letters=2,
+        senders_waiting=0,
         closed=False,
     )
     assert box.close() == [3, 4]

@@ -45,9 +45,7 @@ def _proc(argv: list[str], **kwargs: Any) -> mw.ChildSpec:
 async def test_stop_escalates_to_sigkill_of_the_whole_group(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     async with mw.open_runtime(journal=tmp_path / "j") as rt:
-        await rt.spawn(
-            _proc([sys.executable, "-c", STUBBORN, str(pids)], grace=0.3, shutdown=5)
-        )
+        await rt.spawn(_proc([sys.executable, "-c", STUBBORN, str(pids)], grace=0.3, shutdown=5))
         await wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, limit=10000)
         leader, grandchild = map(int, pids.read_text().split())
     assert _gone(leader), "the leader was not reaped"

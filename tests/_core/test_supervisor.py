@@ -115,7 +115,9 @@ async def test_simple_one_for_one_dynamic_children(tmp_path: Path) -> None:
     spec = mw.SupervisorSpec(
         strategy="simple_one_for_one",
         intensity=10,
-        children=[mw.ChildSpec(id="job", start=lambda tag: _Tagged(probe, tag), restart="transient")],
+        children=[
+            mw.ChildSpec(id="job", start=lambda tag: _Tagged(probe, tag), restart="transient")
+        ],
     )
     async with mw.open_runtime(journal=tmp_path) as rt:
         await rt.spawn(mw.supervisor("pool", spec))
@@ -174,7 +176,9 @@ async def test_escalation_to_parent(tmp_path: Path) -> None:
     assert exits(tmp_path, "root/inner")[0] == (
         "error(RestartIntensityExceeded: more than 1 restarts in 10 s)"
     )
-    levels = [e["log_level"] for e in logs if e["event"] in ("child_restarting", "supervisor_gave_up")]
+    levels = [
+        e["log_level"] for e in logs if e["event"] in ("child_restarting", "supervisor_gave_up")
+    ]
     assert levels == ["info", "critical", "info"]  # inner restarts w, gives up; root restarts inner
     assert_one_terminal_per_run(tmp_path)
 
@@ -227,7 +231,9 @@ async def test_backoff_delays_are_exact_on_virtual_time(tmp_path: Path) -> None:
     backoff = mw.Backoff(initial=1, factor=2, maximum=8, jitter=0, reset_after=100)
     root = mw.SupervisorSpec(intensity=100, period=1000, backoff=backoff)
     async with mw.open_runtime(journal=tmp_path, root=root, clock=clock) as rt:
-        await rt.spawn(worker(probe, "w", plan=["ok", "fail", "fail", "fail", "fail", "fail", "ok"]))
+        await rt.spawn(
+            worker(probe, "w", plan=["ok", "fail", "fail", "fail", "fail", "fail", "ok"])
+        )
         await (await _ref(rt, "w")).tell("crash")
         await settle()
         await clock.advance(60)
@@ -399,7 +405,7 @@ async def test_all_significant_shuts_down_when_the_last_one_exits(tmp_path: Path
     assert exits(tmp_path, "root/inner") == ["shutdown"]
 
 
-# -- readiness --------------------------------------------------------------------------------------
+# -- readiness ---------------------------------------------------------------------------------
 
 
 async def test_ignore_and_start_timeout(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Entry points: parse flags and environment once, call one public function."""

@@ -1,0 +1,60 @@
+"""The ``mw`` command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mw(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bin.mw", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_demo_runs_end_to_end_and_checks_its_journal(tmp_path: Path) -> None:
+    result = mw("demo", env={"MW_RUNS": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "one per run: True" in result.stdout
+    assert "evidence records: 10 of 10" in result.stdout
+    (run_dir,) = tmp_path.iterdir()
+    check = mw("journal", "check", str(run_dir / "journal"))
+    assert check.returncode == 0, check.stderr
+    summary = json.loads(check.stdout)
+    assert summary["runs_without_terminal_record"] == {}
+    assert summary["records"] > 20
+
+
+def test_demo_on_trio(tmp_path: Path) -> None:
+    result = mw("demo", "--runs", str(tmp_path), "--backend", "trio")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_corrupt_journal_is_one_line_with_a_code_and_a_hint(tmp_path: Path) -> None:
+    assert mw("demo", "--runs", str(tmp_path)).returncode == 0
+    (segment,) = tmp_path.glob("*/journal/*.jsonl")
+    lines = segment.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3].replace(b'"actor"', b'"actxr"')
+    segment.write_bytes(b"".join(lines))
+    result = mw("journal", "check", str(segment.parent))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("mw: error[journal_corrupt]: ")
+    assert "line 4" in line and "hint:" in line
+
+
+def test_a_missing_journal_is_a_clear_error(tmp_path: Path) -> None:
+    result = mw("journal", "check", str(tmp_path / "nope"))
+    assert result.returncode == 2
+    assert "no journal here" in result.stderr and "hint:" in result.stderr
