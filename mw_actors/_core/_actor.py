@@ -180,7 +180,13 @@ class ActorRef(Generic[M]):
             ActorExited: the actor died before replying, or has stopped for good.
         """
         slot = ReplySlot()
-        with move_on_after(self._id.clock, float("inf") if timeout is None else timeout) as scope:
+        if timeout is None:
+            try:
+                await self._id.mailbox.put(Envelope(message, slot))
+            except MailboxClosed:
+                raise self._exited() from None
+            return await slot.wait()
+        with move_on_after(self._id.clock, timeout) as scope:
             try:
                 await self._id.mailbox.put(Envelope(message, slot))
             except MailboxClosed:
@@ -206,7 +212,6 @@ class ActorContext:
         self.attempt = identity.runs  # 1 for the first run of this identity, 2 after a restart...
         self.runtime = runtime
         self.current: Envelope | None = None
-        self.log = structlog.get_logger("mw.actor").bind(actor=identity.name, run=run)
         self._supervisor_name = supervisor
         self._kill_callbacks: list[Callable[[], object]] = []
 
@@ -217,6 +222,11 @@ class ActorContext:
     @property
     def name(self) -> str:
         return self._id.name
+
+    @property
+    def log(self) -> Any:
+        """A structlog logger bound to this actor and run."""
+        return structlog.get_logger("mw.actor").bind(actor=self._id.name, run=self.run)
 
     @property
     def clock(self) -> Clock:

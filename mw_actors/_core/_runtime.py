@@ -110,7 +110,7 @@ class Runtime:
         ctx = ActorContext(identity, 0, self, supervisor="")
 
         def ready() -> None:
-            self._root = SupervisorRef(ActorRef(top._children[0].identity))
+            self._root = SupervisorRef(ActorRef(top._by_id["root"].identity))
             started.set()
 
         try:

@@ -212,7 +212,7 @@ class Supervisor(Actor[Any]):
 
     def __init__(self, spec: SupervisorSpec) -> None:
         self.spec = spec
-        self._children: list[_Child] = []
+        self._by_id: dict[str, _Child] = {}  # in start order
         self._events_send: MemoryObjectSendStream[Any]
         self._events_recv: MemoryObjectReceiveStream[Any]
         self._events_send, self._events_recv = anyio.create_memory_object_stream[Any](math.inf)
@@ -291,6 +291,9 @@ class Supervisor(Actor[Any]):
                 assert isinstance(event, Envelope)
                 await self._on_request(event)
 
+    def _children_list(self) -> list[_Child]:
+        return list(self._by_id.values())
+
     # -- starting ---------------------------------------------------------------------
 
     def _new_child(self, spec: ChildSpec) -> _Child:
@@ -305,7 +308,7 @@ class Supervisor(Actor[Any]):
 
     async def _start_initial(self, spec: ChildSpec) -> None:
         child = self._new_child(spec)
-        self._children.append(child)
+        self._by_id[spec.id] = child
         reason = await self._start(child)
         if reason is not None and not isinstance(reason, ExitIgnored):
             raise StartFailed(f"child {child.identity.name} failed to start: {reason}")
@@ -423,8 +426,8 @@ class Supervisor(Actor[Any]):
         for scope in self._timers:
             scope.cancel()
         self._generation += 1
-        await self._terminate_group(list(self._children))
-        for child in self._children:
+        await self._terminate_group(self._children_list())
+        for child in self._children_list():
             child.identity.mailbox.close()
         self._events_send.close()
         assert self._ctx is not None
@@ -439,13 +442,13 @@ class Supervisor(Actor[Any]):
 
     def _kill_all(self) -> None:
         self._teardown_killed = True
-        for child in self._children:
+        for child in self._children_list():
             if child.run is not None:
                 child.run.kill()
 
     def _remove(self, child: _Child) -> None:
-        if child in self._children:
-            self._children.remove(child)
+        if self._by_id.get(child.spec.id) is child:
+            del self._by_id[child.spec.id]
         child.identity.mailbox.close()
 
     # -- restarting ------------------------------------------------------------------
@@ -478,7 +481,7 @@ class Supervisor(Actor[Any]):
         group = self._group(child)
         await self._terminate_group([c for c in group if c is not child])
         group = [c for c in group if c is child or c.spec.restart_type is not Restart.TEMPORARY]
-        for other in self._children:
+        for other in self._children_list():
             if (
                 other not in group
                 and other.spec.restart_type is Restart.TEMPORARY
@@ -570,9 +573,10 @@ class Supervisor(Actor[Any]):
     def _group(self, child: _Child) -> list[_Child]:
         strategy = self.spec.strategy_kind
         if strategy is Strategy.ONE_FOR_ALL:
-            return list(self._children)
+            return self._children_list()
         if strategy is Strategy.REST_FOR_ONE:
-            return self._children[self._children.index(child) :]
+            children = self._children_list()
+            return children[children.index(child) :]
         return [child]
 
     def _schedule(self, delay: float, group: list[_Child]) -> None:
@@ -595,7 +599,7 @@ class Supervisor(Actor[Any]):
 
     async def _restart_now(self, group: list[_Child]) -> None:
         for child in group:
-            if child not in self._children or child.alive:
+            if self._by_id.get(child.spec.id) is not child or child.alive:
                 continue
             reason = await self._start(child)
             if reason is not None and not isinstance(reason, ExitIgnored):
@@ -607,7 +611,7 @@ class Supervisor(Actor[Any]):
         if mode is AutoShutdown.NEVER:
             return
         if mode is AutoShutdown.ALL_SIGNIFICANT and any(
-            c.alive for c in self._children if c.spec.significant
+            c.alive for c in self._children_list() if c.spec.significant
         ):
             return
         assert self._ctx is not None
@@ -649,7 +653,7 @@ class Supervisor(Actor[Any]):
         if isinstance(request, _ChildRef):
             return ActorRef(self._find(request.id).identity)
         if isinstance(request, _WhichChildren):
-            return [self._info(c) for c in self._children]
+            return [self._info(c) for c in self._children_list()]
         if isinstance(request, _Statistics):
             return self.statistics()
         if isinstance(request, _Stop):
@@ -676,10 +680,10 @@ class Supervisor(Actor[Any]):
             if request.spec is None:
                 raise ConfigError("start_child needs a ChildSpec for this strategy")
             spec = request.spec
-            if any(c.spec.id == spec.id for c in self._children):
+            if spec.id in self._by_id:
                 raise ConfigError(f"a child with id {spec.id!r} already exists")
         child = self._new_child(spec)
-        self._children.append(child)
+        self._by_id[spec.id] = child
         reason = await self._start(child)
         if reason is not None and not isinstance(reason, ExitIgnored):
             self._remove(child)
@@ -687,10 +691,10 @@ class Supervisor(Actor[Any]):
         return ActorRef(child.identity)
 
     def _find(self, child_id: str) -> _Child:
-        for child in self._children:
-            if child.spec.id == child_id:
-                return child
-        raise KeyError(f"no child {child_id!r}")
+        try:
+            return self._by_id[child_id]
+        except KeyError:
+            raise KeyError(f"no child {child_id!r}") from None
 
     def _info(self, child: _Child) -> ChildInfo:
         identity = child.identity
@@ -709,8 +713,8 @@ class Supervisor(Actor[Any]):
         return SupervisorStatistics(
             name=self._ctx.name,
             strategy=self.spec.strategy_kind.value,
-            children=len(self._children),
-            alive=sum(c.alive for c in self._children),
+            children=len(self._by_id),
+            alive=sum(c.alive for c in self._children_list()),
             restarts=self._restarts,
             restarts_in_window=len(self._restart_times),
         )
