@@ -2,13 +2,12 @@
 
     python bench/actors.py [--quick]
 
-| what                          | baseline                                   | goal                    |
-|-------------------------------|--------------------------------------------|-------------------------|
-| tell throughput               | bare anyio memory object stream            | >= 50%                  |
-| ask round-trip p50            | bare request/reply over a stream           | <= 2x                   |
-| durable journal records/s     | one write+fsync per record                 | >= 50,000/s, 64 writers |
-| journal p99 acknowledgement   | -                                          | <= 5 ms, 64 writers     |
-| start+stop dynamic children   | 1,000 children                             | 10x children <= 15x time|
+Figures, each beside its baseline, and the goal:
+- tell throughput: a bare anyio memory object stream; >= 50%.
+- ask round-trip p50: a bare request/reply over a stream; <= 2x.
+- durable journal records/s: one write+fsync per record; >= 50,000/s with 64 writers.
+- journal p99 acknowledgement with 64 writers: <= 5 ms.
+- start+stop dynamic children: 1,000 children; 10x the children in <= 15x the time.
 
 Figures are medians of a few repeats; this machine is shared, so read them as
 ratios, never as assertions.
