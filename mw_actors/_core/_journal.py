@@ -387,7 +387,8 @@ class Journal:
 
     def _open_segment(self, path: Path) -> None:
         if self._fd is not None:
-            self._files.close(self._fd)
+            fd, self._fd = self._fd, None
+            self._files.close(fd)
         self._fd = self._files.open_append(path)
         self._files.fsync_dir(self.directory)
         self._segments += 1
@@ -468,6 +469,21 @@ class Journal:
     def recovered_entries(self) -> list[Entry]:
         """The entries found on open, before this process appended anything."""
         return list(self._entries_at_open)
+
+    async def replay(self, *kinds: type[R]) -> list[R]:
+        """Every record of the given kinds so far, in order, read back from disk.
+
+        What was appended before the call is written first, so an actor that
+        restarts can rebuild its state from its own acknowledged records.
+        """
+        await self.sync()
+        entries = await anyio.to_thread.run_sync(self._read_all)
+        return list(replay(entries, *kinds))
+
+    def _read_all(self) -> list[Entry]:
+        entries: list[Entry] = []
+        _scan(self.directory, self._codec, entries)
+        return entries
 
     def statistics(self) -> JournalStatistics:
         return JournalStatistics(

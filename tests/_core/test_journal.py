@@ -16,6 +16,7 @@ import pytest
 
 import mw_actors as mw
 
+from ..scenarios.journal_faults import FAULTS, FileFault, segment_bytes_for
 from .journal_child import Evidence
 
 pytestmark = pytest.mark.anyio
@@ -291,3 +292,55 @@ async def test_kill_9_at_random_points_loses_no_acknowledged_record(
         missing = {s: v for s, v in acked.items() if present.get(s) != v}
         assert not missing, f"round {round_}: acknowledged records lost: {sorted(missing)[:5]}"
     assert len(acked) > 100
+
+
+class _Counter(mw.Actor[object]):
+    """Counts items; its count is evidence, so a restart rebuilds it from the journal."""
+
+    async def init(self, ctx: mw.ActorContext) -> object:
+        journal = ctx.runtime.journal
+        assert journal is not None
+        self.journal = journal
+        self.count = len(await journal.replay(Evidence))
+        return None
+
+    async def handle(self, message: object) -> object:
+        if message == "crash":
+            raise RuntimeError("crash")
+        if message == "count":
+            return self.count
+        await self.journal.append(ev(self.count))
+        self.count += 1
+        return self.count
+
+
+async def test_an_actor_rebuilds_its_state_from_its_records(tmp_path: Path) -> None:
+    async with mw.open_runtime(journal=tmp_path, record_types=[Evidence]) as rt:
+        ref = await rt.spawn(mw.ChildSpec(id="counter", start=_Counter))
+        for _ in range(3):
+            await ref.ask("add")
+        with pytest.raises(mw.ActorExited):
+            await ref.ask("crash")
+        assert await ref.ask("count") == 3
+    async with mw.open_runtime(journal=tmp_path, record_types=[Evidence]) as rt:
+        ref = await rt.spawn(mw.ChildSpec(id="counter", start=_Counter))
+        assert await ref.ask("add") == 4
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+async def test_file_faults_are_fatal_and_nothing_unwritten_is_acknowledged(
+    tmp_path: Path, fault: FileFault
+) -> None:
+    acked: list[int] = []
+    with pytest.raises(mw.JournalFatal, match=f"injected {fault.name}"):
+        async with mw.open_journal(
+            tmp_path,
+            record_types=[Evidence],
+            files=fault.files(),
+            segment_bytes=segment_bytes_for(fault),
+        ) as journal:
+            for i in range(500):
+                acked.append(await journal.append(ev(i)))
+    assert len(acked) < 500
+    present = {e.seq for e in mw.read_journal(tmp_path, [Evidence])}
+    assert set(acked) <= present
