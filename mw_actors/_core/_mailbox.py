@@ -146,8 +146,9 @@ class Mailbox(Generic[T]):
             try:
                 return self.get_nowait()
             except anyio.WouldBlock:
-                self._waiter = waiter = anyio.Event()
-                await waiter.wait()
+                pass  # wait outside the handler, so no traceback stays alive while waiting
+            self._waiter = waiter = anyio.Event()
+            await waiter.wait()
 
     def done(self) -> None:
         """Count one taken item as processed."""

@@ -162,7 +162,8 @@ class _Run:
         self.number = number
         self.started_at = started_at
         self.shutdown_scope = anyio.CancelScope()
-        self.kill_scope = anyio.CancelScope()
+        # Shielded: only the supervisor stops a run, never a cancellation from outside.
+        self.kill_scope = anyio.CancelScope(shield=True)
         self.ready = False
         self.settled = anyio.Event()  # ready, or done
         self.done = anyio.Event()
@@ -179,14 +180,13 @@ class _Run:
 
 
 class _Child:
-    __slots__ = ("failures", "identity", "pending_restart", "run", "spec")
+    __slots__ = ("failures", "identity", "run", "spec")
 
     def __init__(self, spec: ChildSpec, identity: _Identity) -> None:
         self.spec = spec
         self.identity = identity
         self.run: _Run | None = None
         self.failures = 0  # consecutive, for backoff
-        self.pending_restart = False
 
     @property
     def alive(self) -> bool:
@@ -323,7 +323,6 @@ class Supervisor(Actor[Any]):
         identity.alive = True
         run = _Run(ctx.runtime._next_run(), ctx.clock.monotonic())
         child.run = run
-        child.pending_restart = False
         self._record(ActorSpawn(actor=identity.name, run=run.number, supervisor=ctx.name))
         self._tg.start_soon(self._run_child, child, run)
         with move_on_after(ctx.clock, child.spec.start_timeout):
@@ -353,7 +352,7 @@ class Supervisor(Actor[Any]):
             run.settled.set()
 
         try:
-            with anyio.CancelScope(shield=True), run.kill_scope:
+            with run.kill_scope:
                 try:
                     with run.shutdown_scope:
                         actor = child.spec.start(*child.spec.args)
@@ -393,31 +392,53 @@ class Supervisor(Actor[Any]):
 
     # -- stopping ---------------------------------------------------------------------
 
-    async def _terminate(self, child: _Child) -> None:
-        """Stop a child by its shutdown policy and wait until its run has ended."""
+    def _order_stop(self, child: _Child) -> _Run | None:
+        """Tell a child's run to stop by its policy; return the run to wait for."""
         run = child.run
         if run is None or run.done.is_set():
-            return
+            return None
         run.ordered = True
-        assert self._ctx is not None
         if child.spec.shutdown == BRUTAL_KILL or self._teardown_killed:
             run.kill(ExitKilled())
         else:
             run.shutdown_scope.cancel()
-            timeout = float(child.spec.shutdown)
-            with move_on_after(self._ctx.clock, timeout):
+        return run
+
+    async def _await_stop(self, child: _Child, run: _Run, deadline: float) -> None:
+        """Wait for an ordered stop until ``deadline``, then kill the run outright."""
+        assert self._ctx is not None
+        if not run.done.is_set():
+            with self._ctx.clock.cancel_scope_at(deadline):
                 await run.done.wait()
-            if not run.done.is_set():
-                log.warning("shutdown_timeout", actor=child.identity.name, timeout=timeout)
-                run.kill()
-        await run.done.wait()
+        if not run.done.is_set():
+            log.warning("shutdown_timeout", actor=child.identity.name, timeout=child.spec.shutdown)
+            run.kill()
+            await run.done.wait()
+
+    def _deadline(self, child: _Child) -> float:
+        assert self._ctx is not None
+        if child.spec.shutdown == BRUTAL_KILL:
+            return math.inf
+        return self._ctx.clock.monotonic() + float(child.spec.shutdown)
+
+    async def _terminate(self, child: _Child) -> None:
+        """Stop a child by its shutdown policy and wait until its run has ended."""
+        run = self._order_stop(child)
+        if run is not None:
+            await self._await_stop(child, run, self._deadline(child))
 
     async def _terminate_group(self, children: list[_Child]) -> None:
-        """Stop children in reverse start order (concurrently for dynamic children)."""
+        """Stop children in reverse start order; dynamic children all at once.
+
+        Dynamic children are all told at the same moment, so each still gets
+        its full shutdown timeout while we wait for them one after another.
+        """
         if self.spec.strategy_kind is Strategy.SIMPLE_ONE_FOR_ONE:
-            async with anyio.create_task_group() as tg:
-                for child in children:
-                    tg.start_soon(self._terminate, child)
+            stopping = [
+                (c, run, self._deadline(c)) for c in children if (run := self._order_stop(c))
+            ]
+            for child, run, deadline in stopping:
+                await self._await_stop(child, run, deadline)
         else:
             for child in reversed(children):
                 await self._terminate(child)
@@ -582,8 +603,6 @@ class Supervisor(Actor[Any]):
     def _schedule(self, delay: float, group: list[_Child]) -> None:
         assert self._ctx is not None
         assert self._tg is not None
-        for child in group:
-            child.pending_restart = True
         scope = anyio.CancelScope()
         self._timers.add(scope)
         clock = self._ctx.clock
