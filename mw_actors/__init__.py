@@ -21,6 +21,7 @@ from mw_errors import (
     RestartIntensityExceeded,
     RuntimeClosed,
     StartFailed,
+    SupervisorError,
 )
 
 from ._core._actor import IGNORE, Actor, ActorContext, ActorRef, Exit
@@ -127,6 +128,7 @@ __all__ = [
     "Strategy",
     "SupervisionView",
     "Supervisor",
+    "SupervisorError",
     "SupervisorEscalate",
     "SupervisorGiveUp",
     "SupervisorRef",

@@ -24,7 +24,13 @@ from typing import Any
 import anyio
 import structlog
 
-from mw_errors import JournalError, MwError, RestartIntensityExceeded, RuntimeClosed
+from mw_errors import (
+    JournalError,
+    MwError,
+    RestartIntensityExceeded,
+    RuntimeClosed,
+    SupervisorError,
+)
 
 from ._actor import ActorContext, ActorRef, Envelope, Exit, _Identity
 from ._clock import Clock, SystemClock
@@ -47,7 +53,6 @@ class Runtime:
         self.journal = journal
         self.failure: MwError | None = None
         self._body_scope = anyio.CancelScope()
-        self._top: Supervisor | None = None
         self._top_ref: SupervisorRef | None = None
         self._root: SupervisorRef | None = None
         self._top_done = anyio.Event()
@@ -104,7 +109,7 @@ class Runtime:
                 )
             ],
         )
-        self._top = top = Supervisor(top_spec)
+        top = Supervisor(top_spec)
         identity = _Identity("", Mailbox[Envelope](64), self.clock)
         self._top_ref = SupervisorRef(ActorRef(identity))
         ctx = ActorContext(identity, 0, self, supervisor="")
@@ -126,7 +131,9 @@ class Runtime:
             identity.mailbox.close()
         reason = self._root.ref.last_exit if self._root is not None else None
         if isinstance(reason, ExitError):
-            self.fail(RestartIntensityExceeded(f"the root supervisor exited: {reason}"))
+            gave_up = reason.error_type == RestartIntensityExceeded.__name__
+            error = RestartIntensityExceeded if gave_up else SupervisorError
+            self.fail(error(f"the root supervisor exited: {reason}"))
 
     async def _shutdown(self) -> None:
         if self._top_ref is not None and not self._top_done.is_set():
