@@ -64,11 +64,20 @@ def _python_prefixes(python: str | None) -> list[str]:
 class LocalTrustedSandbox(Sandbox):
     """No isolation, same contract. Only for code the user trusts (``--local-trusted``).
 
-    Every result it returns says ``isolated: false``.
+    Every result it returns says ``isolated: false``. The working directory is
+    the host scratch directory, with each input linked at ``inputs/<name>``;
+    argv words ``/scratch/...`` and ``/inputs/...`` are mapped to host paths.
     """
 
     backend: ClassVar[str] = "local-trusted"
     isolated: ClassVar[bool] = False
+
+    async def setup(self) -> None:
+        await super().setup()
+        if self.inputs:
+            (self.scratch / "inputs").mkdir()
+            for source in self.inputs:
+                (self.scratch / "inputs" / source.name).symlink_to(source.resolve())
 
     def _map_path(self, path: str) -> str:
         if path == "/scratch" or path.startswith("/scratch/"):
@@ -84,7 +93,7 @@ class LocalTrustedSandbox(Sandbox):
         self,
         argv: Sequence[str],
         *,
-        input: bytes | None = None,  # noqa: A002
+        input: bytes | None = None,
         cwd: str = "/scratch",
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
@@ -140,13 +149,23 @@ class BwrapSandbox(Sandbox):
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{name}"]
         args += ["--ro-bind", "/etc", "/etc"]
+        made: set[str] = set()
         for prefix in _python_prefixes(self.config.python):
-            if not prefix.startswith("/usr/"):
-                args += ["--ro-bind", prefix, prefix]
+            if prefix.startswith("/usr/"):
+                continue
+            # Parents of a bound prefix (e.g. /root/.pyenv) may be traversed, not listed.
+            for parent in reversed(Path(prefix).parents[:-1]):
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args += ["--perms", "0711", "--dir", str(parent)]
+            args += ["--ro-bind", prefix, prefix]
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-        args += ["--bind", str(self.scratch), "/scratch"]
+        args += ["--bind", str(self.scratch), "/scratch", "--perms", "0755", "--dir", "/inputs"]
+        if self.inputs:
+            args += ["--perms", "0755", "--dir", "/scratch/inputs"]
         for source in self.inputs:
             args += ["--ro-bind", str(source), f"/inputs/{source.name}"]
+            args += ["--ro-bind", str(source), f"/scratch/inputs/{source.name}"]
         args += ["--remount-ro", "/"]
         return args
 
@@ -192,7 +211,7 @@ class BwrapSandbox(Sandbox):
         self,
         argv: Sequence[str],
         *,
-        input: bytes | None = None,  # noqa: A002
+        input: bytes | None = None,
         cwd: str = "/scratch",
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
@@ -216,15 +235,18 @@ class BwrapSandbox(Sandbox):
 
 
 def _result(run: RawRun, backend: str, isolated: bool, *, bwrap_codes: bool) -> ExecResult:
-    code: int | None = run.returncode
+    raw = run.returncode
+    code: int | None = None
     signal_name = None
     if run.timed_out:
-        code, signal_name = None, "SIGKILL"
-    elif code is not None and code < 0:
-        code, signal_name = None, _signal_name(-code)
-    elif bwrap_codes and code is not None and code > 128:
+        signal_name = "SIGKILL"
+    elif raw < 0:
+        signal_name = _signal_name(-raw)
+    elif bwrap_codes and raw > 128:
         # bubblewrap reports a program killed by signal N as exit status 128 + N
-        code, signal_name = None, _signal_name(code - 128)
+        signal_name = _signal_name(raw - 128)
+    else:
+        code = raw
     return ExecResult(
         exit_code=code,
         signal=signal_name,

@@ -5,9 +5,14 @@ Lifecycle: ``setup`` -> any number of ``exec`` / ``read_file`` / ``write_file``
 cleanup, with ``interrupted=True`` when the block raised or was cancelled.
 
 Inside the sandbox the program sees:
-- ``/scratch``: its one writable directory (the host's scratch directory);
-- ``/inputs/<name>``: each input directory, read-only;
+- ``/scratch``: its one writable directory (the host's scratch directory), and
+  its working directory;
+- ``inputs/<name>`` under scratch (and ``/inputs/<name>``): each input
+  directory, read-only;
 - a read-only view of the system, no network, a cleared environment.
+
+Programs that use paths relative to their working directory run the same on
+every backend.
 """
 
 from __future__ import annotations
@@ -113,7 +118,9 @@ class ExecResult(msgspec.Struct, frozen=True, kw_only=True):
             ResourceLimitExceeded: it hit another limit.
         """
         if self.timed_out:
-            raise SandboxTimeout(f"the program ran past its wall-clock limit ({self.duration:.1f} s)")
+            raise SandboxTimeout(
+                f"the program ran past its wall-clock limit ({self.duration:.1f} s)"
+            )
         if self.truncated:
             raise OutputLimitExceeded(f"output cut on {', '.join(self.truncated)}")
         if self.limits_hit:
@@ -177,7 +184,7 @@ class Sandbox(abc.ABC):
         self,
         argv: Sequence[str],
         *,
-        input: bytes | None = None,  # noqa: A002 - subprocess's name
+        input: bytes | None = None,
         cwd: str = "/scratch",
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
@@ -193,7 +200,7 @@ class Sandbox(abc.ABC):
             SandboxUnavailable: the sandbox could not start the program.
         """
 
-    async def cleanup(self, interrupted: bool) -> None:
+    async def cleanup(self, interrupted: bool) -> None:  # noqa: B027 - an optional hook
         """Release what ``setup`` made. Scratch is kept: it holds the trial's outputs."""
 
     async def __aenter__(self) -> Sandbox:
@@ -269,7 +276,7 @@ class Sandbox(abc.ABC):
             )
         return artifacts
 
-    def _own(self, path: Path) -> None:
+    def _own(self, path: Path) -> None:  # noqa: B027 - an optional hook
         """Hand a host-written file to the sandbox's user (a no-op without isolation)."""
 
 

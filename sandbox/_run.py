@@ -99,7 +99,7 @@ def _kill_group(pgid: int) -> None:
 async def run_tree(
     argv: Sequence[str],
     *,
-    input: bytes | None,  # noqa: A002
+    input: bytes | None,
     env: Mapping[str, str],
     cwd: str | None,
     timeout: float,
