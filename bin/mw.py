@@ -6,13 +6,15 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import structlog
 
-from mw_errors import MwError
+from mw_errors import ConfigError, MwError
 
 DEFAULT_RUNS = "~/code/metaworld-runs"
 
@@ -59,6 +61,67 @@ def _journal_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bwrap() -> Path | None:
+    """MW_BWRAP names a bubblewrap binary to use instead of the one found."""
+    value = os.environ.get("MW_BWRAP")
+    return Path(value) if value else None
+
+
+def _sandbox_self_test(args: argparse.Namespace) -> int:
+    import anyio
+    import msgspec
+
+    from sandbox import self_test
+
+    report = anyio.run(partial(self_test, args.backend, bwrap=_bwrap()))
+    if args.json:
+        print(msgspec.json.encode(report).decode())
+    else:
+        print(f"{report.backend}: {'ok' if report.ok else 'FAILED'} (isolated: {report.isolated})")
+        for name, held in report.checks.items():
+            print(f"  {'ok  ' if held else 'FAIL'} {name}")
+        print(f"  layers: {', '.join(report.layers)}")
+    return 0 if report.ok else 1
+
+
+def _sandbox_exec(args: argparse.Namespace) -> int:
+    import anyio
+    import msgspec
+
+    from sandbox import ExecResult, Limits, SandboxConfig, open_sandbox
+
+    command = args.command_argv[1:] if args.command_argv[:1] == ["--"] else args.command_argv
+    if not command:
+        raise ConfigError("no command given", hint="put the command after --")
+    limits = Limits()
+    changes: dict[str, object] = {}
+    if args.timeout is not None:
+        changes["wall_seconds"] = args.timeout
+    if args.memory is not None:
+        changes["address_space"] = args.memory
+    limits = limits.replace(**changes) if changes else limits
+    config = SandboxConfig(scratch=args.scratch, inputs=tuple(args.input), limits=limits)
+    box = open_sandbox(args.backend, config, bwrap=_bwrap())
+
+    async def run() -> ExecResult:
+        async with box:
+            return await box.exec(command)
+
+    result = anyio.run(run)
+    if args.json:
+        print(msgspec.json.encode(result).decode())
+        return 0
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    for stream in result.truncated:
+        print(f"mw: {stream} was cut at {limits.output_bytes} bytes", file=sys.stderr)
+    if result.timed_out:
+        return 124
+    if result.exit_code is None:
+        return 128 + int(getattr(signal, result.signal or "SIGKILL", 9))
+    return result.exit_code
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log runtime events")
@@ -68,6 +131,22 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
     demo.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     demo.set_defaults(func=_demo)
+
+    box = commands.add_parser("sandbox", help="the isolation for untrusted programs")
+    box_commands = box.add_subparsers(dest="sandbox_command", required=True)
+    selftest = box_commands.add_parser("self-test", help="prove the isolation holds here")
+    selftest.add_argument("--backend", default="bwrap", help="bwrap (default) or local-trusted")
+    selftest.add_argument("--json", action="store_true", help="print one JSON object")
+    selftest.set_defaults(func=_sandbox_self_test)
+    run = box_commands.add_parser("exec", help="run a command in a sandbox")
+    run.add_argument("--backend", default="bwrap", help="bwrap (default) or local-trusted")
+    run.add_argument("--scratch", required=True, help="an empty (or new) scratch directory")
+    run.add_argument("--input", action="append", default=[], help="a read-only input directory")
+    run.add_argument("--timeout", type=float, help="wall-clock limit in seconds")
+    run.add_argument("--memory", type=int, help="address-space limit in bytes")
+    run.add_argument("--json", action="store_true", help="print the ExecResult as JSON")
+    run.add_argument("command_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    run.set_defaults(func=_sandbox_exec)
 
     journal = commands.add_parser("journal", help="inspect a campaign journal")
     journal_commands = journal.add_subparsers(dest="journal_command", required=True)

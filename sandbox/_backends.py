@@ -267,8 +267,10 @@ BACKENDS: dict[str, type[Sandbox]] = {
 }
 
 
-def open_sandbox(backend: str, config: SandboxConfig) -> Sandbox:
+def open_sandbox(backend: str, config: SandboxConfig, *, bwrap: Path | None = None) -> Sandbox:
     """A sandbox of the named backend (not yet set up: use ``async with``).
+
+    ``bwrap`` overrides where the bubblewrap binary is found.
 
     Raises:
         ConfigError: an unknown backend name.
@@ -281,4 +283,6 @@ def open_sandbox(backend: str, config: SandboxConfig) -> Sandbox:
             f"unknown sandbox backend {backend!r}; use one of: {names}",
             hint="bwrap isolates; local-trusted runs without isolation, for trusted code only",
         ) from None
+    if cls is BwrapSandbox:
+        return BwrapSandbox(config, bwrap=bwrap)
     return cls(config)

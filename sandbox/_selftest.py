@@ -101,7 +101,9 @@ def _judge(probe: dict[str, object], limits: Limits, isolated: bool) -> dict[str
     return checks
 
 
-async def self_test(backend: str = "bwrap", *, limits: Limits | None = None) -> SelfTestReport:
+async def self_test(
+    backend: str = "bwrap", *, limits: Limits | None = None, bwrap: Path | None = None
+) -> SelfTestReport:
     """Run the probe in a fresh sandbox of ``backend`` and judge it.
 
     Raises:
@@ -111,7 +113,7 @@ async def self_test(backend: str = "bwrap", *, limits: Limits | None = None) -> 
     limits = limits or Limits(wall_seconds=60)
     with tempfile.TemporaryDirectory(prefix="mw-selftest-") as tmp:
         config = SandboxConfig(scratch=str(Path(tmp) / "scratch"), limits=limits)
-        sandbox = open_sandbox(backend, config)
+        sandbox = open_sandbox(backend, config, bwrap=bwrap)
         async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
             port = listener.extra(anyio.abc.SocketAttribute.local_port)
             async with sandbox:

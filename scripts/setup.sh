@@ -12,4 +12,12 @@ if sys.version_info < (3, 11):
 PY
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# torch is pinned (editing extra) to the CPU build available offline here.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,editing]'
+# The sandbox drops privileges with util-linux's setpriv and applies limits with prlimit.
+for tool in setpriv prlimit; do
+    command -v "$tool" >/dev/null || {
+        echo "setup: $tool is missing; installing util-linux" >&2
+        apt-get update -qq && apt-get install -y -qq util-linux
+    }
+done
