@@ -25,6 +25,7 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/actors.py
+	$(BIN)/python bench/sandbox.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
