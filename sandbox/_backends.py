@@ -23,6 +23,7 @@ from mw_errors import ConfigError, SandboxUnavailable
 
 from ._contract import ExecResult, Limits, Sandbox, SandboxConfig
 from ._run import RawRun, limit_argv, limits_hit, run_tree
+from ._seccomp import seccomp_program
 
 __all__ = [
     "BACKENDS",
@@ -122,6 +123,13 @@ class BwrapSandbox(Sandbox):
         super().__init__(config)
         self.bwrap = bwrap or find_bwrap()
         self.privileged = os.geteuid() == 0
+        self.seccomp = seccomp_program()
+
+    @property
+    def layers(self) -> list[str]:
+        """The isolation layers this sandbox applies."""
+        layers = ["namespaces", "read-only-root", "uid-drop", "cap-drop", "rlimits"]
+        return [*layers, "seccomp"] if self.seccomp is not None else layers
 
     async def setup(self) -> None:
         if self.bwrap is None or not os.access(self.bwrap, os.X_OK):
@@ -170,7 +178,12 @@ class BwrapSandbox(Sandbox):
         return args
 
     def _argv(
-        self, argv: Sequence[str], cwd: str, env: Mapping[str, str], limits: Limits
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        limits: Limits,
+        seccomp_fd: int | None,
     ) -> list[str]:
         assert self.bwrap is not None
         namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
@@ -190,6 +203,8 @@ class BwrapSandbox(Sandbox):
                 "--no-new-privs",
                 "--",
             ]
+        if seccomp_fd is not None:
+            namespaces += ["--seccomp", str(seccomp_fd)]
         environment = ["--clearenv"]
         for key, value in {**_BASE_ENV, **env}.items():
             environment += ["--setenv", key, value]
@@ -220,14 +235,24 @@ class BwrapSandbox(Sandbox):
         if self.bwrap is None:
             raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
         limits = limits or self.config.limits
-        run = await run_tree(
-            self._argv(argv, cwd, env or {}, limits),
-            input=input,
-            env={"PATH": "/usr/bin:/bin"},
-            cwd=None,
-            timeout=timeout or limits.wall_seconds,
-            output_bytes=limits.output_bytes,
-        )
+        seccomp_fd = None
+        if self.seccomp is not None:
+            seccomp_fd = os.memfd_create("mw-seccomp", 0)
+            os.write(seccomp_fd, self.seccomp)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        try:
+            run = await run_tree(
+                self._argv(argv, cwd, env or {}, limits, seccomp_fd),
+                input=input,
+                env={"PATH": "/usr/bin:/bin"},
+                cwd=None,
+                timeout=timeout or limits.wall_seconds,
+                output_bytes=limits.output_bytes,
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+            )
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         if run.returncode == 1 and run.stderr.startswith(b"bwrap: "):
             first = run.stderr.decode(errors="replace").splitlines()[0]
             raise SandboxUnavailable(f"bubblewrap could not start the program: {first}")

@@ -104,6 +104,7 @@ async def run_tree(
     cwd: str | None,
     timeout: float,
     output_bytes: int,
+    pass_fds: tuple[int, ...] = (),
 ) -> RawRun:
     """Run ``argv`` in a new session; return when its whole group is gone.
 
@@ -120,6 +121,7 @@ async def run_tree(
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except OSError as exc:
         raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc

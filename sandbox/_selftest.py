@@ -19,7 +19,7 @@ import msgspec
 
 from mw_errors import SandboxUnavailable
 
-from ._backends import open_sandbox
+from ._backends import BwrapSandbox, open_sandbox
 from ._contract import Limits, SandboxConfig
 
 __all__ = ["SelfTestReport", "self_test"]
@@ -58,6 +58,9 @@ out["cap_eff"] = [l.split()[1] for l in status.splitlines() if l.startswith("Cap
 out["rlimits"] = {n: resource.getrlimit(getattr(resource, n))[1] for n in
     ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE")}
 out["env"] = sorted(os.environ)
+def unix_socket():
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+out["unix_socket_opened"] = attempt(unix_socket)
 print(json.dumps(out))
 """
 
@@ -123,10 +126,11 @@ async def self_test(
             f"the {backend} self-test probe failed (exit {result.exit_code}, "
             f"signal {result.signal}): {result.stderr.strip()[-300:]}"
         )
-    checks = _judge(json.loads(result.stdout), limits, sandbox.isolated)
-    layers = ["rlimits"]
-    if sandbox.isolated:
-        layers = ["namespaces", "read-only-root", "uid-drop", "cap-drop", "rlimits"]
+    probe = json.loads(result.stdout)
+    checks = _judge(probe, limits, sandbox.isolated)
+    layers = sandbox.layers if isinstance(sandbox, BwrapSandbox) else ["rlimits"]
+    if "seccomp" in layers:
+        checks["unix_sockets_blocked"] = not probe["unix_socket_opened"]
     report = SelfTestReport(
         backend=backend,
         isolated=sandbox.isolated,
