@@ -57,8 +57,20 @@ def _signal_name(code: int) -> str | None:
 
 
 def _python_prefixes(python: str | None) -> list[str]:
-    """Directories that must be visible for the host's Python (and its venv) to run."""
-    prefixes = [python] if python else [sys.base_prefix, sys.prefix]
+    """Directories that must be visible for a Python (and, for a venv, its base) to run.
+
+    ``python`` is an installation or venv prefix; None means the running one.
+    """
+    if python is None:
+        prefixes = [sys.base_prefix, sys.prefix]
+    else:
+        prefixes = [python]
+        config = Path(python) / "pyvenv.cfg"
+        if config.is_file():
+            for line in config.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    prefixes.append(str(Path(value.strip()).parent))
     return sorted({os.path.realpath(p) for p in prefixes})
 
 
@@ -157,6 +169,10 @@ class BwrapSandbox(Sandbox):
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{name}"]
         args += ["--ro-bind", "/etc", "/etc"]
+        # /tmp and /run are private tmpfs; mount them before the Python prefixes,
+        # which may live under /tmp (a venv in a temporary checkout) and must stay visible.
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        args += ["--tmpfs", "/run"]
         made: set[str] = set()
         for prefix in _python_prefixes(self.config.python):
             if prefix.startswith("/usr/"):
@@ -167,7 +183,6 @@ class BwrapSandbox(Sandbox):
                     made.add(str(parent))
                     args += ["--perms", "0711", "--dir", str(parent)]
             args += ["--ro-bind", prefix, prefix]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
         args += ["--bind", str(self.scratch), "/scratch", "--perms", "0755", "--dir", "/inputs"]
         if self.inputs:
             args += ["--perms", "0755", "--dir", "/scratch/inputs"]

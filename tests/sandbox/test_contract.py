@@ -179,3 +179,18 @@ async def test_a_torch_trial_writes_safetensors_the_host_hashes_the_same(tmp_pat
     host = Path(artifact.host_path).read_bytes()
     assert hashlib.sha256(host).hexdigest() == artifact.sha256
     assert load_file(artifact.host_path)["w"].shape == (16, 16)
+
+
+async def test_a_python_under_tmp_stays_visible(tmp_path: Path) -> None:
+    """/tmp is a private tmpfs in the sandbox; a venv under the host's /tmp must still run."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    config = sandbox.SandboxConfig(scratch=str(tmp_path / "s"), python=str(venv))
+    async with sandbox.open_sandbox("bwrap", config) as box:
+        result = await box.exec(
+            [str(venv / "bin" / "python"), "-c", "import sys; print(sys.prefix)"]
+        )
+        temp = await box.exec(["sh", "-c", "echo x > /tmp/t && cat /tmp/t"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == str(venv)
+    assert temp.stdout == "x\n"  # /tmp is writable for the sandbox user
