@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import sandbox
@@ -184,7 +185,7 @@ async def test_a_torch_trial_writes_safetensors_the_host_hashes_the_same(tmp_pat
 async def test_a_python_under_tmp_stays_visible(tmp_path: Path) -> None:
     """/tmp is a private tmpfs in the sandbox; a venv under the host's /tmp must still run."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    await anyio.run_process([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     config = sandbox.SandboxConfig(scratch=str(tmp_path / "s"), python=str(venv))
     async with sandbox.open_sandbox("bwrap", config) as box:
         result = await box.exec(
