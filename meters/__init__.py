@@ -1,9 +1,76 @@
 """meters: wire meters for model providers (a library of its own; never imports mw_actors).
 
-The proxy, usage extraction, prices, ledger and budget arithmetic land here
-(issue 3). Its errors root at :class:`mw_errors.MeterError`.
+Prices, usage extraction, the ledger and budget arithmetic live here; the
+proxy that uses them lands next (issue 3). Errors root at
+:class:`mw_errors.MeterError`.
 """
 
-from mw_errors import MeterError
+from mw_errors import MeterError, UnpricedModel
 
-__all__ = ["MeterError"]
+from ._budget import (
+    Blocked,
+    Budget,
+    BudgetStatistics,
+    Granted,
+    Reclaimed,
+    Reservation,
+    Reserver,
+)
+from ._ledger import (
+    LEDGER_SCHEMA_VERSION,
+    STATUSES,
+    Ledger,
+    LedgerLine,
+    LedgerSummary,
+    read_ledger,
+    summarize,
+    summary_name,
+)
+from ._prices import (
+    PRICES_SCHEMA_VERSION,
+    ModelPrice,
+    PriceTable,
+    load_prices,
+    parse_prices,
+)
+from ._usage import (
+    ChatStream,
+    ResponsesStream,
+    ServerSentEvent,
+    SSEParser,
+    Usage,
+    chat_usage,
+    responses_usage,
+)
+
+__all__ = [
+    "LEDGER_SCHEMA_VERSION",
+    "PRICES_SCHEMA_VERSION",
+    "STATUSES",
+    "Blocked",
+    "Budget",
+    "BudgetStatistics",
+    "ChatStream",
+    "Granted",
+    "Ledger",
+    "LedgerLine",
+    "LedgerSummary",
+    "MeterError",
+    "ModelPrice",
+    "PriceTable",
+    "Reclaimed",
+    "Reservation",
+    "Reserver",
+    "ResponsesStream",
+    "SSEParser",
+    "ServerSentEvent",
+    "UnpricedModel",
+    "Usage",
+    "chat_usage",
+    "load_prices",
+    "parse_prices",
+    "read_ledger",
+    "responses_usage",
+    "summarize",
+    "summary_name",
+]

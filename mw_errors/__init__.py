@@ -23,6 +23,7 @@ The tree, drawn once::
     │   ├── JournalFatal            an fsync or write failed; the campaign stops
     │   └── JournalSchemaError      a record kind or version this build cannot read
     ├── MeterError                  (meters/)
+    │   └── UnpricedModel           a request names a model the price table lacks
     └── SandboxError                (sandbox/)
         ├── SandboxUnavailable      the sandbox cannot start or failed its self-test
         ├── SandboxTimeout          the program ran past its wall-clock limit
@@ -59,6 +60,7 @@ __all__ = [
     "SandboxUnavailable",
     "StartFailed",
     "SupervisorError",
+    "UnpricedModel",
 ]
 
 
@@ -190,3 +192,8 @@ class ResourceLimitExceeded(SandboxError):
 class SandboxEscape(SandboxError):
     code = "sandbox_escape"
     hint = "the program left a link or path that points outside its scratch directory"
+
+
+class UnpricedModel(MeterError):
+    code = "model_unpriced"
+    hint = "add the model to the prices file; an unpriced model is never counted as $0"

@@ -1,0 +1,154 @@
+"""Budget arithmetic: a cumulative allocation, reservations as leases, exact money.
+
+``reserve`` checks and reserves in one synchronous step, so no await can
+slip between the check and the reservation: at every instant
+``allocation >= settled + outstanding``. A reservation is a lease: if its
+holder never settles or releases it (a crash), it expires and is reclaimed,
+and the reclaim is reported so that it can be recorded. The reserver actor
+in ``mw_actors`` wraps this; the meter reaches it through :class:`Reserver`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from decimal import Decimal
+from typing import Protocol
+
+import msgspec
+
+from mw_errors import MeterError
+
+__all__ = [
+    "Blocked",
+    "Budget",
+    "BudgetStatistics",
+    "Granted",
+    "Reclaimed",
+    "Reservation",
+    "Reserver",
+]
+
+
+class Granted(msgspec.Struct, frozen=True):
+    id: str
+    amount: str
+
+
+class Blocked(msgspec.Struct, frozen=True):
+    requested: str
+    remaining: str
+
+
+class Reservation(msgspec.Struct, frozen=True):
+    id: str
+    amount: str
+    holder: str
+    expires_at: float
+
+
+class Reclaimed(msgspec.Struct, frozen=True):
+    reservation: Reservation
+    at: float
+
+
+class BudgetStatistics(msgspec.Struct, frozen=True):
+    allocation_usd: str
+    settled_usd: str
+    outstanding_usd: str
+    remaining_usd: str
+    reservations: int
+    granted: int
+    blocked: int
+    reclaimed: int
+
+
+class Reserver(Protocol):
+    """What a meter needs of a budget; ``meters`` never imports the actor behind it."""
+
+    async def reserve(self, amount: Decimal, holder: str) -> Granted | Blocked: ...
+
+    async def settle(self, reservation_id: str, actual: Decimal) -> None: ...
+
+    async def release(self, reservation_id: str) -> None: ...
+
+
+class Budget:
+    """The state of one allocation. Not thread-safe: one event loop owns it."""
+
+    def __init__(self, allocation: Decimal, *, lease_seconds: float = 900.0) -> None:
+        if not allocation.is_finite() or allocation < 0:
+            raise MeterError(f"allocation {allocation} must be a finite amount >= 0")
+        self.allocation = allocation
+        self.lease_seconds = lease_seconds
+        self.settled = Decimal(0)
+        self._outstanding: dict[str, Reservation] = {}
+        # Ids stay unique across restarts: each Budget instance has its own prefix.
+        self._prefix = uuid.uuid4().hex[:8]
+        self._ids = itertools.count(1)
+        self._granted = self._blocked = self._reclaimed = 0
+
+    @property
+    def outstanding(self) -> Decimal:
+        return sum((Decimal(r.amount) for r in self._outstanding.values()), Decimal(0))
+
+    @property
+    def remaining(self) -> Decimal:
+        return self.allocation - self.settled - self.outstanding
+
+    def reserve(self, amount: Decimal, holder: str, now: float) -> Granted | Blocked:
+        """Reserve ``amount`` if it fits what remains; never partially."""
+        if amount < 0:
+            raise MeterError(f"cannot reserve a negative amount ({amount})")
+        remaining = self.remaining
+        if amount > remaining:
+            self._blocked += 1
+            return Blocked(requested=str(amount), remaining=str(remaining))
+        reservation = Reservation(
+            id=f"{self._prefix}.{next(self._ids)}",
+            amount=str(amount),
+            holder=holder,
+            expires_at=now + self.lease_seconds,
+        )
+        self._outstanding[reservation.id] = reservation
+        self._granted += 1
+        return Granted(id=reservation.id, amount=reservation.amount)
+
+    def settle(self, reservation_id: str, actual: Decimal) -> Decimal:
+        """Replace a reservation by what was actually spent; return the actual charge.
+
+        A settle for a reservation that was reclaimed still charges: the money was spent.
+        """
+        self._outstanding.pop(reservation_id, None)
+        self.settled += actual
+        return actual
+
+    def release(self, reservation_id: str) -> None:
+        """Give a reservation back unspent (nothing was sent)."""
+        self._outstanding.pop(reservation_id, None)
+
+    def reclaim_expired(self, now: float) -> list[Reclaimed]:
+        """Drop leases whose holder never came back; report each one."""
+        expired = [r for r in self._outstanding.values() if r.expires_at <= now]
+        for reservation in expired:
+            del self._outstanding[reservation.id]
+        self._reclaimed += len(expired)
+        return [Reclaimed(reservation, now) for reservation in expired]
+
+    def restore(self, settled: Decimal, outstanding: list[Reservation]) -> None:
+        """Rebuild after a restart from journaled settles and leases still open."""
+        self.settled = settled
+        self._outstanding = {r.id: r for r in outstanding}
+
+    def statistics(self) -> BudgetStatistics:
+        outstanding = self.outstanding
+        return BudgetStatistics(
+            allocation_usd=str(self.allocation),
+            settled_usd=str(self.settled),
+            outstanding_usd=str(outstanding),
+            remaining_usd=str(self.allocation - self.settled - outstanding),
+            reservations=len(self._outstanding),
+            granted=self._granted,
+            blocked=self._blocked,
+            reclaimed=self._reclaimed,
+        )

@@ -1,0 +1,239 @@
+"""The wire ledger: one JSON line per upstream attempt, and summaries rebuilt from the lines.
+
+``ledger.jsonl`` holds every attempt, whatever became of it. The role's
+summary (``wire_ledger.json`` for the host, ``meta_wire_ledger.json`` for
+the learner) is a pure function of the lines, rewritten atomically: temp
+file, fsync, rename, directory fsync. Rebuilding it from the lines gives the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from mw_errors import MeterError
+
+from ._usage import Usage
+
+__all__ = [
+    "LEDGER_SCHEMA_VERSION",
+    "STATUSES",
+    "Ledger",
+    "LedgerLine",
+    "LedgerSummary",
+    "read_ledger",
+    "summarize",
+    "summary_name",
+]
+
+LEDGER_SCHEMA_VERSION = 1
+Role = Literal["host", "learner"]
+Status = Literal[
+    "ok",  # a response with usage
+    "unmetered",  # a response without usage: charged its reservation
+    "budget_blocked",  # refused before forwarding: nothing was sent
+    "upstream_error",  # the provider answered with an error status
+    "upstream_unreachable",  # connect failure, reset, timeout before a response
+    "cut",  # the stream broke before its usage arrived: charged its reservation
+    "client_disconnected",  # the client left; usage read on for a bounded time
+]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+
+class LedgerLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One upstream attempt."""
+
+    id: str  # idempotency id, unique per attempt
+    role: Role
+    model: str
+    endpoint: str
+    started: float
+    ended: float
+    status: Status
+    http_status: int | None
+    streamed: bool
+    usage: dict[str, Any] | None  # the provider's usage block, verbatim
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: str  # exact decimal
+    reservation_id: str | None = None
+    reserved_usd: str = "0"
+    note: str = ""
+    schema_version: int = LEDGER_SCHEMA_VERSION
+
+    @classmethod
+    def charge(cls, counts: Usage | None, **fields: Any) -> LedgerLine:
+        """A line whose token counts come from ``counts`` (the normalised usage)."""
+        tokens = msgspec.structs.asdict(counts) if counts is not None else {}
+        return cls(**tokens, **fields)
+
+
+class ModelTotals(msgspec.Struct, kw_only=True):
+    requests: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: str = "0"
+
+
+class LedgerSummary(msgspec.Struct, kw_only=True):
+    """Totals of a role's ledger lines."""
+
+    schema_version: int = LEDGER_SCHEMA_VERSION
+    role: str
+    requests: int
+    statuses: dict[str, int]
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cost_usd: str
+    allocation_usd: str | None
+    prices_date: str | None
+    by_model: dict[str, ModelTotals]
+
+
+def summary_name(role: str) -> str:
+    return "wire_ledger.json" if role == "host" else "meta_wire_ledger.json"
+
+
+def _add(totals: ModelTotals, line: LedgerLine) -> None:
+    totals.requests += 1
+    totals.input_tokens += line.input_tokens
+    totals.cached_input_tokens += line.cached_input_tokens
+    totals.output_tokens += line.output_tokens
+    totals.reasoning_tokens += line.reasoning_tokens
+    totals.cost_usd = str(Decimal(totals.cost_usd) + Decimal(line.cost_usd))
+
+
+def summarize(
+    lines: Iterable[LedgerLine],
+    role: str,
+    *,
+    allocation_usd: Decimal | None = None,
+    prices_date: str | None = None,
+) -> LedgerSummary:
+    """The summary of ``lines``: a pure function, so a rebuild gives the same bytes."""
+    total = ModelTotals()
+    by_model: dict[str, ModelTotals] = {}
+    statuses: Counter[str] = Counter({status: 0 for status in STATUSES})
+    for line in lines:
+        _add(total, line)
+        _add(by_model.setdefault(line.model, ModelTotals()), line)
+        statuses[line.status] += 1
+    return LedgerSummary(
+        role=role,
+        requests=total.requests,
+        statuses=dict(sorted(statuses.items())),
+        input_tokens=total.input_tokens,
+        cached_input_tokens=total.cached_input_tokens,
+        output_tokens=total.output_tokens,
+        reasoning_tokens=total.reasoning_tokens,
+        cost_usd=total.cost_usd,
+        allocation_usd=None if allocation_usd is None else str(allocation_usd),
+        prices_date=prices_date,
+        by_model=dict(sorted(by_model.items())),
+    )
+
+
+def read_ledger(path: str | Path) -> list[LedgerLine]:
+    """Every complete line of a ``ledger.jsonl``; a torn last line is left out.
+
+    Raises:
+        MeterError: a damaged line that is not the last.
+    """
+    decoder = msgspec.json.Decoder(LedgerLine)
+    data = Path(path).read_bytes()
+    chunks = data.split(b"\n")
+    lines = []
+    for number, chunk in enumerate(chunks, start=1):
+        if not chunk:
+            continue
+        try:
+            lines.append(decoder.decode(chunk))
+        except msgspec.DecodeError as exc:
+            if number == len(chunks):  # no newline after it: torn by a crash
+                break
+            raise MeterError(f"{path} line {number}: {exc}") from None
+    return lines
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    with open(temp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+class Ledger:
+    """A role's ledger in ``directory``: append lines, rebuild the summary."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        role: Role,
+        *,
+        allocation_usd: Decimal | None = None,
+        prices_date: str | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.role = role
+        self.allocation_usd = allocation_usd
+        self.prices_date = prices_date
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / "ledger.jsonl"
+        self.summary_path = self.directory / summary_name(role)
+        self._encoder = msgspec.json.Encoder()
+        self._lines: list[LedgerLine] = read_ledger(self.path) if self.path.exists() else []
+        self._handle = open(self.path, "ab")  # noqa: SIM115 - held for the ledger's life
+
+    def append(self, line: LedgerLine) -> None:
+        """Write one line and push it to the kernel (it survives the process dying)."""
+        self._handle.write(self._encoder.encode(line) + b"\n")
+        self._handle.flush()
+        self._lines.append(line)
+
+    @property
+    def lines(self) -> list[LedgerLine]:
+        return list(self._lines)
+
+    def summary(self) -> LedgerSummary:
+        return summarize(
+            self._lines,
+            self.role,
+            allocation_usd=self.allocation_usd,
+            prices_date=self.prices_date,
+        )
+
+    def write_summary(self) -> LedgerSummary:
+        """Fsync the lines, then rewrite the summary atomically."""
+        os.fsync(self._handle.fileno())
+        summary = self.summary()
+        _write_atomically(self.summary_path, encode_summary(summary))
+        return summary
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self.write_summary()
+            self._handle.close()
+
+
+def encode_summary(summary: LedgerSummary) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(summary), indent=2) + b"\n"

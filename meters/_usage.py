@@ -1,0 +1,170 @@
+"""Usage extraction from Chat Completions and Responses, whole or streamed.
+
+Chat Completions: ``prompt_tokens`` already includes
+``prompt_tokens_details.cached_tokens`` and ``completion_tokens`` already
+includes ``completion_tokens_details.reasoning_tokens``; they are never
+counted twice. Usage may come in a final chunk with empty (or ``null``)
+``choices`` (OpenAI, vLLM) or on the finish chunk itself (llama.cpp).
+
+Responses: usage comes with ``response.completed`` or ``response.incomplete``;
+cached input is ``input_tokens_details.cached_tokens`` and reasoning
+``output_tokens_details.reasoning_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "ChatStream",
+    "ResponsesStream",
+    "SSEParser",
+    "ServerSentEvent",
+    "Usage",
+    "chat_usage",
+    "responses_usage",
+]
+
+_json = msgspec.json.Decoder()
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token counts, normalised. ``input_tokens`` includes cached; ``output_tokens`` reasoning."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+def _int(block: Any, *path: str) -> int:
+    for key in path:
+        if not isinstance(block, dict):
+            return 0
+        block = block.get(key)
+    return block if isinstance(block, int) and not isinstance(block, bool) else 0
+
+
+def chat_usage(usage: Any) -> Usage | None:
+    """Usage from a Chat Completions ``usage`` block, or None if there is none."""
+    if not isinstance(usage, dict):
+        return None
+    return Usage(
+        input_tokens=_int(usage, "prompt_tokens"),
+        cached_input_tokens=_int(usage, "prompt_tokens_details", "cached_tokens"),
+        output_tokens=_int(usage, "completion_tokens"),
+        reasoning_tokens=_int(usage, "completion_tokens_details", "reasoning_tokens"),
+    )
+
+
+def responses_usage(usage: Any) -> Usage | None:
+    """Usage from a Responses ``usage`` block, or None if there is none."""
+    if not isinstance(usage, dict):
+        return None
+    return Usage(
+        input_tokens=_int(usage, "input_tokens"),
+        cached_input_tokens=_int(usage, "input_tokens_details", "cached_tokens"),
+        output_tokens=_int(usage, "output_tokens"),
+        reasoning_tokens=_int(usage, "output_tokens_details", "reasoning_tokens"),
+    )
+
+
+class ServerSentEvent(msgspec.Struct, frozen=True):
+    event: str | None
+    data: str
+    raw: bytes  # the event's bytes exactly as received, blank line included
+
+
+class SSEParser:
+    """Incremental ``text/event-stream`` parser that keeps each event's original bytes."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
+        self._buffer += chunk
+        while True:
+            end, sep = _event_end(self._buffer)
+            if end < 0:
+                return
+            raw, self._buffer = self._buffer[: end + sep], self._buffer[end + sep :]
+            yield _parse_event(raw)
+
+    def tail(self) -> bytes:
+        """Bytes of an event that never finished (a cut stream)."""
+        return self._buffer
+
+
+def _event_end(buffer: bytes) -> tuple[int, int]:
+    candidates = [(buffer.find(sep), len(sep)) for sep in (b"\n\n", b"\r\n\r\n")]
+    found = [(i, n) for i, n in candidates if i >= 0]
+    return min(found) if found else (-1, 0)
+
+
+def _parse_event(raw: bytes) -> ServerSentEvent:
+    event = None
+    data: list[str] = []
+    for line in raw.decode(errors="replace").splitlines():
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+    return ServerSentEvent(event, "\n".join(data), raw)
+
+
+class ChatStream:
+    """Follows a streamed Chat Completion: usage, and which chunks only carry usage."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.usage_block: dict[str, Any] | None = None
+        self.done = False
+
+    def observe(self, event: ServerSentEvent) -> bool:
+        """Record what ``event`` says; return True if it is a usage-only chunk."""
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return False
+        try:
+            chunk = _json.decode(event.data)
+        except msgspec.DecodeError:
+            return False
+        if not isinstance(chunk, dict):
+            return False
+        block = chunk.get("usage")
+        if isinstance(block, dict):
+            self.usage = chat_usage(block)
+            self.usage_block = block
+            return not chunk.get("choices")
+        return False
+
+
+class ResponsesStream:
+    """Follows a streamed Response: usage from its terminal event."""
+
+    TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.usage_block: dict[str, Any] | None = None
+        self.terminal: str | None = None
+
+    def observe(self, event: ServerSentEvent) -> None:
+        try:
+            body = _json.decode(event.data) if event.data else None
+        except msgspec.DecodeError:
+            return
+        kind = event.event or (body.get("type") if isinstance(body, dict) else None)
+        if kind not in self.TERMINAL or not isinstance(body, dict):
+            return
+        self.terminal = kind
+        response = body.get("response")
+        block = response.get("usage") if isinstance(response, dict) else None
+        if isinstance(block, dict):
+            self.usage = responses_usage(block)
+            self.usage_block = block
