@@ -1,0 +1,41 @@
+"""A local OpenAI-compatible provider on loopback, for offline runs, tests and benchmarks.
+
+async with anyio.create_task_group() as tg:
+    port = await tg.start(serve_provider, Provider(ScriptedEngine(), FaultPlan()))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.abc
+
+from meters._server import serve_http
+
+from ._engine import Reply, ScriptedEngine, ToolCall, count_tokens
+from ._faults import FAULTS, FaultPlan, Latency
+from ._openai import Provider, ProviderStatistics
+
+__all__ = [
+    "FAULTS",
+    "FaultPlan",
+    "Latency",
+    "Provider",
+    "ProviderStatistics",
+    "Reply",
+    "ScriptedEngine",
+    "ToolCall",
+    "count_tokens",
+    "serve_provider",
+]
+
+
+async def serve_provider(
+    provider: Provider,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``provider`` until cancelled; report the bound port through ``task_status``."""
+    await serve_http(provider, host=host, port=port, task_status=task_status)

@@ -1,0 +1,73 @@
+"""Engines decide what the local provider answers. ``scripted`` replays a script.
+
+A script is a JSON list of turns, replayed by position: the n-th assistant
+turn of a conversation gets entry ``n % len(script)``. Each turn is
+``{"content": "..."}`` or ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``.
+The same conversation always gets the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from mw_errors import ConfigError
+
+__all__ = ["Reply", "ScriptedEngine", "ToolCall", "count_tokens"]
+
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text``: words and punctuation marks (deterministic, model-free)."""
+    return len(_TOKEN.findall(text))
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` split into stream deltas, one token (with its leading space) each."""
+    return re.findall(r"\s*(?:\w+|[^\w\s])", text) or [text]
+
+
+class ToolCall(msgspec.Struct, frozen=True):
+    name: str
+    arguments: dict[str, Any]
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, sort_keys=True)
+
+
+class Reply(msgspec.Struct, frozen=True):
+    content: str = ""
+    tool_calls: list[ToolCall] = []
+
+
+class ScriptedEngine:
+    """Answers from a script, by the number of assistant turns already in the conversation."""
+
+    name = "scripted"
+
+    def __init__(self, script: list[Reply] | None = None) -> None:
+        self.script = script or [Reply(content="ok")]
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedEngine:
+        """Load a script file.
+
+        Raises:
+            ConfigError: the file is missing or not a list of turns.
+        """
+        try:
+            script = msgspec.json.decode(Path(path).read_bytes(), type=list[Reply])
+        except (OSError, msgspec.DecodeError) as exc:
+            raise ConfigError(f"script {path}: {exc}", hint="a JSON list of turns") from None
+        if not script:
+            raise ConfigError(f"script {path} has no turns")
+        return cls(script)
+
+    def reply(self, assistant_turns: int) -> Reply:
+        return self.script[assistant_turns % len(self.script)]

@@ -1,0 +1,61 @@
+"""Fault injection for the local provider, by configuration.
+
+A plan is a list of faults applied to requests in turn (request n gets
+``plan[n % len(plan)]``; ``"none"`` for a healthy answer), plus a latency
+profile. Deterministic, so every fault test can name the request it breaks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from mw_errors import ConfigError
+
+__all__ = ["FAULTS", "FaultPlan", "Latency"]
+
+Fault = Literal[
+    "none",
+    "rate_limited",  # 429 with retry-after
+    "server_error",  # 500
+    "reset_mid_stream",  # the connection drops halfway through a stream
+    "cut_before_usage",  # the stream ends cleanly but without its usage chunk
+    "slow_drip",  # one delta every `drip_seconds`
+    "malformed_json",  # a body or chunk that is not JSON
+]
+FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
+
+
+class Latency(msgspec.Struct, frozen=True, kw_only=True):
+    """Time to first token and tokens per second (0 = no delay)."""
+
+    first_token_seconds: float = 0.0
+    tokens_per_second: float = 0.0
+    drip_seconds: float = 0.5
+
+    def __post_init__(self) -> None:
+        if min(self.first_token_seconds, self.tokens_per_second, self.drip_seconds) < 0:
+            raise ConfigError("latency values must be >= 0")
+
+
+class FaultPlan(msgspec.Struct, frozen=True, kw_only=True):
+    plan: list[Fault] = msgspec.field(default_factory=lambda: ["none"])
+    retry_after_seconds: int = 1
+    latency: Latency = Latency()
+
+    def fault(self, request_number: int) -> str:
+        return self.plan[request_number % len(self.plan)] if self.plan else "none"
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> FaultPlan:
+        """Read a fault plan (JSON).
+
+        Raises:
+            ConfigError: not a valid plan; the message names the bad field.
+        """
+        try:
+            return msgspec.json.decode(Path(path).read_bytes(), type=FaultPlan)
+        except (OSError, msgspec.DecodeError) as exc:
+            raise ConfigError(f"faults {path}: {exc}", hint=f"faults are {FAULTS}") from None

@@ -1,0 +1,322 @@
+"""The local provider: Chat Completions and Responses, streamed or not, with tool calls.
+
+It speaks the wire format of an OpenAI-compatible endpoint closely enough
+for the official ``openai`` SDK, reports usage from its tokenizer, and
+injects faults from a :class:`FaultPlan`. It exists for offline runs, tests
+and benchmarks: the remote provider that cannot exist here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+
+from meters._server import AbortConnection, Request, Response
+
+from ._engine import Reply, ScriptedEngine, count_tokens, pieces
+from ._faults import FaultPlan
+
+__all__ = ["Provider", "ProviderStatistics"]
+
+_JSON = [("content-type", "application/json")]
+_SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+
+
+class ProviderStatistics(msgspec.Struct, frozen=True):
+    requests: int
+    by_fault: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+
+
+def _error(status: int, kind: str, code: str, message: str) -> Response:
+    body = {"error": {"type": kind, "code": code, "message": message, "param": None}}
+    return Response(status, list(_JSON), json.dumps(body).encode())
+
+
+def _text(content: Any) -> str:
+    """The text of a message's content: a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(_text(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+class Provider:
+    """Handles requests; one instance per server."""
+
+    def __init__(self, engine: ScriptedEngine | None = None, faults: FaultPlan | None = None):
+        self.engine = engine or ScriptedEngine()
+        self.faults = faults or FaultPlan()
+        self._numbers = itertools.count()
+        self._ids = itertools.count(1)
+        self._by_fault: dict[str, int] = {}
+        self._input = self._output = 0
+
+    def statistics(self) -> ProviderStatistics:
+        return ProviderStatistics(
+            requests=sum(self._by_fault.values()),
+            by_fault=dict(self._by_fault),
+            input_tokens=self._input,
+            output_tokens=self._output,
+        )
+
+    async def __call__(self, request: Request) -> Response:
+        if request.method == "GET" and request.path == "/v1/models":
+            body = {"object": "list", "data": [{"id": "local/scripted", "object": "model"}]}
+            return Response(200, list(_JSON), json.dumps(body).encode())
+        if request.method != "POST" or request.path not in (
+            "/v1/chat/completions",
+            "/v1/responses",
+        ):
+            return _error(404, "invalid_request_error", "not_found", f"no route {request.path}")
+        try:
+            body = json.loads(request.body)
+        except ValueError:
+            return _error(400, "invalid_request_error", "invalid_json", "the body is not JSON")
+        fault = self.faults.fault(next(self._numbers))
+        self._by_fault[fault] = self._by_fault.get(fault, 0) + 1
+        if fault == "rate_limited":
+            response = _error(429, "rate_limit_error", "rate_limited", "slow down")
+            response.headers.append(("retry-after", str(self.faults.retry_after_seconds)))
+            return response
+        if fault == "server_error":
+            return _error(500, "server_error", "internal_error", "the engine failed")
+        if request.path == "/v1/chat/completions":
+            return await self._chat(body, fault)
+        return await self._responses(body, fault)
+
+    # -- shared ------------------------------------------------------------------
+
+    def _usage_counts(self, prompt: str, reply: Reply) -> tuple[int, int]:
+        output = count_tokens(reply.content) + sum(
+            count_tokens(call.name + call.arguments_json) for call in reply.tool_calls
+        )
+        input_tokens = count_tokens(prompt)
+        self._input += input_tokens
+        self._output += output
+        return input_tokens, output
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._ids):06d}"
+
+    async def _pace(self, index: int, fault: str) -> None:
+        latency = self.faults.latency
+        if fault == "slow_drip":
+            await anyio.sleep(latency.drip_seconds)
+        elif index == 0 and latency.first_token_seconds:
+            await anyio.sleep(latency.first_token_seconds)
+        elif latency.tokens_per_second:
+            await anyio.sleep(1 / latency.tokens_per_second)
+
+    # -- chat completions ----------------------------------------------------------
+
+    async def _chat(self, body: dict[str, Any], fault: str) -> Response:
+        messages = body.get("messages") or []
+        prompt = " ".join(_text(m.get("content")) for m in messages if isinstance(m, dict))
+        prompt += json.dumps(body.get("tools") or [])
+        turns = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        reply = self.engine.reply(turns)
+        prompt_tokens, completion_tokens = self._usage_counts(prompt, reply)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
+        ident, created, model = self._new_id("chatcmpl"), int(time.time()), body.get("model", "")
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        if not body.get("stream"):
+            if fault == "malformed_json":
+                return Response(200, list(_JSON), b'{"id": "broken", "choices": [')
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+            if reply.tool_calls:
+                message["tool_calls"] = [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json},
+                    }
+                    for i, c in enumerate(reply.tool_calls)
+                ]
+            completion = {
+                "id": ident,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+            return Response(200, list(_JSON), json.dumps(completion).encode())
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return Response(
+            200,
+            list(_SSE),
+            self._chat_stream(ident, created, model, reply, finish, usage, include_usage, fault),
+        )
+
+    async def _chat_stream(
+        self,
+        ident: str,
+        created: int,
+        model: str,
+        reply: Reply,
+        finish: str,
+        usage: dict[str, Any],
+        include_usage: bool,
+        fault: str,
+    ) -> AsyncIterator[bytes]:
+        def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+            data = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+            }
+            return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+        deltas = [chunk({"role": "assistant", "content": ""})]
+        deltas += [chunk({"content": piece}) for piece in pieces(reply.content) if reply.content]
+        for i, call in enumerate(reply.tool_calls):
+            function = {"name": call.name, "arguments": call.arguments_json}
+            deltas.append(
+                chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
+                                       "function": function}]})
+            )  # fmt: skip
+        deltas.append(chunk({}, finish))
+        for index, data in enumerate(deltas):
+            await self._pace(index, fault)
+            if fault == "reset_mid_stream" and index == len(deltas) // 2:
+                raise AbortConnection
+            if fault == "malformed_json" and index == 1:
+                yield b"data: {not json\n\n"
+            yield data
+        if fault == "cut_before_usage":
+            return
+        if include_usage:
+            tail = {"id": ident, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "choices": [], "usage": usage}  # fmt: skip
+            yield b"data: " + json.dumps(tail).encode() + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    # -- responses -----------------------------------------------------------------------
+
+    async def _responses(self, body: dict[str, Any], fault: str) -> Response:
+        items = body.get("input") or []
+        if isinstance(items, str):
+            items = [{"type": "message", "role": "user", "content": items}]
+        prompt = (body.get("instructions") or "") + " "
+        prompt += " ".join(
+            _text(item.get("content")) + str(item.get("output", ""))
+            for item in items
+            if isinstance(item, dict)
+        )
+        prompt += json.dumps(body.get("tools") or [])
+        turns = sum(
+            1
+            for item in items
+            if isinstance(item, dict)
+            and (item.get("role") == "assistant" or item.get("type") == "function_call")
+        )
+        reply = self.engine.reply(turns)
+        input_tokens, output_tokens = self._usage_counts(prompt, reply)
+        usage = {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        }
+        output: list[dict[str, Any]] = []
+        if reply.content:
+            output.append(
+                {
+                    "type": "message",
+                    "id": self._new_id("msg"),
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
+                }
+            )
+        for call in reply.tool_calls:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": self._new_id("fc"),
+                    "call_id": self._new_id("call"),
+                    "name": call.name,
+                    "arguments": call.arguments_json,
+                    "status": "completed",
+                }
+            )
+        response = {
+            "id": self._new_id("resp"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": body.get("model", ""),
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [],
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            if fault == "malformed_json":
+                return Response(200, list(_JSON), b'{"id": "broken", "output": [')
+            return Response(200, list(_JSON), json.dumps(response).encode())
+        return Response(200, list(_SSE), self._responses_stream(response, fault))
+
+    async def _responses_stream(self, response: dict[str, Any], fault: str) -> AsyncIterator[bytes]:
+        sequence = itertools.count()
+
+        def event(kind: str, **fields: Any) -> bytes:
+            data = {"type": kind, "sequence_number": next(sequence), **fields}
+            return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+        pending = {**response, "status": "in_progress", "output": [], "usage": None}
+        events = [event("response.created", response=pending)]
+        for index, item in enumerate(response["output"]):
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                empty = {**item, "status": "in_progress", "content": []}
+                events.append(event("response.output_item.added", output_index=index, item=empty))
+                part = {"type": "output_text", "text": "", "annotations": []}
+                events.append(
+                    event("response.content_part.added", item_id=item["id"], output_index=index,
+                          content_index=0, part=part)
+                )  # fmt: skip
+                for piece in pieces(text):
+                    events.append(
+                        event("response.output_text.delta", item_id=item["id"],
+                              output_index=index, content_index=0, delta=piece)
+                    )  # fmt: skip
+                events.append(
+                    event("response.output_text.done", item_id=item["id"], output_index=index,
+                          content_index=0, text=text)
+                )  # fmt: skip
+                events.append(
+                    event("response.content_part.done", item_id=item["id"], output_index=index,
+                          content_index=0, part={**part, "text": text})
+                )  # fmt: skip
+            else:
+                events.append(event("response.output_item.added", output_index=index, item=item))
+            events.append(event("response.output_item.done", output_index=index, item=item))
+        for index, data in enumerate(events):
+            await self._pace(index, fault)
+            if fault == "reset_mid_stream" and index == len(events) // 2:
+                raise AbortConnection
+            if fault == "malformed_json" and index == 1:
+                yield b"event: response.output_text.delta\ndata: {not json\n\n"
+            yield data
+        if fault != "cut_before_usage":
+            yield event("response.completed", response=response)
