@@ -33,6 +33,7 @@ from ._prices import (
     load_prices,
     parse_prices,
 )
+from ._proxy import LocalReserver, Meter, MeterConfig, MeterStatistics, serve_meter
 from ._usage import (
     ChatStream,
     ResponsesStream,
@@ -55,7 +56,11 @@ __all__ = [
     "Ledger",
     "LedgerLine",
     "LedgerSummary",
+    "LocalReserver",
+    "Meter",
+    "MeterConfig",
     "MeterError",
+    "MeterStatistics",
     "ModelPrice",
     "PriceTable",
     "Reclaimed",
@@ -71,6 +76,7 @@ __all__ = [
     "parse_prices",
     "read_ledger",
     "responses_usage",
+    "serve_meter",
     "summarize",
     "summary_name",
 ]

@@ -43,6 +43,7 @@ Status = Literal[
     "upstream_unreachable",  # connect failure, reset, timeout before a response
     "cut",  # the stream broke before its usage arrived: charged its reservation
     "client_disconnected",  # the client left; usage read on for a bounded time
+    "refused",  # not forwarded: unpriced model or a body that is not JSON
 ]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 

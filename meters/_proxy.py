@@ -1,0 +1,437 @@
+"""The wire meter: a faithful, metered, capped reverse proxy for OpenAI-compatible endpoints.
+
+For each request: price it, reserve its worst case, forward it (injecting the
+upstream key), pass the answer through chunk by chunk, read its usage,
+settle the reservation and write one ledger line, in a ``finally``, whatever
+happened. A request whose worst case does not fit the allocation is refused
+with HTTP 429 ``insufficient_quota`` before anything is sent.
+
+The client receives what the upstream sent, except two documented
+adaptations: a streamed chat request that did not ask for usage gets
+``stream_options.include_usage`` upstream, and the usage-only chunk this adds
+is stripped; and the ``x-mw-request-id`` response header.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import httpx
+import msgspec
+import structlog
+
+from mw_errors import UnpricedModel
+
+from ._budget import Blocked, Budget, Granted, Reserver
+from ._ledger import Ledger, LedgerLine, Status
+from ._prices import PriceTable
+from ._server import AbortConnection, Request, Response, serve_http
+from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
+
+__all__ = ["LocalReserver", "Meter", "MeterConfig", "MeterStatistics", "serve_meter"]
+
+log = structlog.get_logger("mw.meter")
+
+_HOP_BY_HOP = {
+    b"host",
+    b"content-length",
+    b"connection",
+    b"keep-alive",
+    b"transfer-encoding",
+    b"accept-encoding",
+    b"authorization",
+    b"te",
+    b"upgrade",
+    b"proxy-authorization",
+}
+_RESPONSE_DROP = {"content-length", "transfer-encoding", "connection", "content-encoding"}
+_METERED = ("/v1/chat/completions", "/v1/responses")
+
+
+@dataclass(frozen=True)
+class MeterConfig:
+    """How one meter runs. The key lives only here, in memory, and is never printed."""
+
+    role: Literal["host", "learner"]
+    upstream: str
+    prices: PriceTable
+    ledger_dir: Path
+    api_key: str | None = field(default=None, repr=False)
+    allocation_usd: Decimal | None = None
+    drain_seconds: float = 10.0
+    upstream_timeout: float = 600.0
+
+    def __repr__(self) -> str:  # belt and braces: no key in any repr
+        return (
+            f"MeterConfig(role={self.role!r}, upstream={self.upstream!r}, "
+            f"ledger_dir={str(self.ledger_dir)!r}, allocation_usd={self.allocation_usd})"
+        )
+
+
+class MeterStatistics(msgspec.Struct, frozen=True):
+    role: str
+    requests: int
+    in_flight: int
+    statuses: dict[str, int]
+    cost_usd: str
+
+
+class LocalReserver:
+    """An in-process :class:`Reserver` over a :class:`Budget` (for a standalone meter)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
+    async def reserve(self, amount: Decimal, holder: str) -> Granted | Blocked:
+        return self.budget.reserve(amount, holder, now=time.monotonic())
+
+    async def settle(self, reservation_id: str, actual: Decimal) -> None:
+        self.budget.settle(reservation_id, actual)
+
+    async def release(self, reservation_id: str) -> None:
+        self.budget.release(reservation_id)
+
+
+def _openai_error(status: int, kind: str, code: str, message: str) -> Response:
+    body = {"error": {"type": kind, "code": code, "message": message, "param": None}}
+    return Response(status, [("content-type", "application/json")], json.dumps(body).encode())
+
+
+def _output_bound(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+@dataclass
+class _Attempt:
+    """What one request did, filled in as it goes; becomes one ledger line."""
+
+    id: str
+    endpoint: str
+    started: float
+    model: str = "-"
+    streamed: bool = False
+    status: Status = "ok"
+    http_status: int | None = None
+    usage: Usage | None = None
+    usage_block: dict[str, Any] | None = None
+    reserved: Decimal = Decimal(0)
+    reservation_id: str | None = None
+    note: str = ""
+    charge_reserved: bool = False
+    done: bool = False
+
+
+class Meter:
+    """The request handler of one wire meter. Close it to write the final summary."""
+
+    def __init__(self, config: MeterConfig, reserver: Reserver | None = None) -> None:
+        self.config = config
+        self.ledger = Ledger(
+            config.ledger_dir,
+            config.role,
+            allocation_usd=config.allocation_usd,
+            prices_date=config.prices.date,
+        )
+        (config.ledger_dir / "prices.json").write_bytes(config.prices.encode())
+        if reserver is None and config.allocation_usd is not None:
+            reserver = LocalReserver(Budget(config.allocation_usd))
+        self.reserver = reserver
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+        self._in_flight = 0
+        self.dirty = False
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        self.ledger.close()
+
+    def statistics(self) -> MeterStatistics:
+        summary = self.ledger.summary()
+        return MeterStatistics(
+            role=self.config.role,
+            requests=summary.requests,
+            in_flight=self._in_flight,
+            statuses={k: v for k, v in summary.statuses.items() if v},
+            cost_usd=summary.cost_usd,
+        )
+
+    # -- the handler ------------------------------------------------------------------
+
+    async def __call__(self, request: Request) -> Response:
+        attempt = _Attempt(id=uuid.uuid4().hex, endpoint=request.path, started=time.time())
+        self._in_flight += 1
+        try:
+            response = await self._handle(request, attempt)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._finish(attempt)
+            raise
+        if isinstance(response.body, bytes):
+            await self._finish(attempt)
+        response.headers.append(("x-mw-request-id", attempt.id))
+        return response
+
+    async def _handle(self, request: Request, attempt: _Attempt) -> Response:
+        if request.method != "POST" or request.path not in _METERED:
+            return await self._forward_plain(request, attempt)
+        try:
+            body = json.loads(request.body)
+            if not isinstance(body, dict):
+                raise ValueError
+        except ValueError:
+            attempt.status, attempt.http_status = "refused", 400
+            return _openai_error(400, "invalid_request_error", "invalid_json", "body is not JSON")
+        attempt.model = str(body.get("model", ""))
+        attempt.streamed = bool(body.get("stream"))
+        try:
+            worst = self.config.prices.worst_case(
+                attempt.model, len(request.body), _output_bound(body)
+            )
+        except UnpricedModel as exc:
+            attempt.status, attempt.http_status = "refused", 400
+            return _openai_error(400, "invalid_request_error", exc.code, exc.message)
+        attempt.reserved = worst
+        if self.reserver is not None:
+            outcome = await self.reserver.reserve(worst, f"{self.config.role}:{attempt.id}")
+            if isinstance(outcome, Blocked):
+                attempt.status, attempt.http_status = "budget_blocked", 429
+                message = (
+                    f"budget exhausted: this request may cost up to ${worst}, "
+                    f"${outcome.remaining} of the allocation remains"
+                )
+                return _openai_error(429, "insufficient_quota", "budget_blocked", message)
+            attempt.reservation_id = outcome.id
+        strip_usage = False
+        if attempt.streamed and request.path == "/v1/chat/completions":
+            options = body.get("stream_options") or {}
+            if not options.get("include_usage"):
+                body["stream_options"] = {**options, "include_usage": True}
+                strip_usage = True
+        payload = json.dumps(body).encode() if strip_usage else request.body
+        return await self._forward_metered(request, payload, attempt, strip_usage)
+
+    def _upstream_request(
+        self, request: Request, payload: bytes, attempt: _Attempt
+    ) -> httpx.Request:
+        base = self.config.upstream.rstrip("/")
+        path = request.target.removeprefix("/v1") if base.endswith("/v1") else request.target
+        headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP_BY_HOP]
+        headers.append((b"accept-encoding", b"identity"))
+        headers.append((b"idempotency-key", attempt.id.encode()))
+        if self.config.api_key:
+            headers.append((b"authorization", f"Bearer {self.config.api_key}".encode()))
+        return self.client.build_request(
+            request.method, base + path, headers=headers, content=payload
+        )
+
+    async def _forward_plain(self, request: Request, attempt: _Attempt) -> Response:
+        try:
+            upstream = await self.client.send(
+                self._upstream_request(request, request.body, attempt)
+            )
+        except httpx.HTTPError as exc:
+            attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
+            return _openai_error(502, "api_error", "upstream_unreachable", str(exc))
+        attempt.http_status = upstream.status_code
+        attempt.status = "ok" if upstream.status_code < 400 else "upstream_error"
+        return Response(upstream.status_code, self._headers(upstream), upstream.content)
+
+    def _headers(self, upstream: httpx.Response) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP]
+
+    async def _forward_metered(
+        self, request: Request, payload: bytes, attempt: _Attempt, strip_usage: bool
+    ) -> Response:
+        upstream_request = self._upstream_request(request, payload, attempt)
+        try:
+            upstream = await self.client.send(upstream_request, stream=True)
+        except httpx.ConnectError as exc:  # nothing reached the provider
+            attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
+            return _openai_error(502, "api_error", "upstream_unreachable", str(exc))
+        except httpx.HTTPError as exc:  # sent, then lost: it may have been billed
+            attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
+            attempt.charge_reserved = True
+            return _openai_error(502, "api_error", "upstream_unreachable", str(exc))
+        attempt.http_status = upstream.status_code
+        content_type = upstream.headers.get("content-type", "")
+        if upstream.status_code >= 400 or not content_type.startswith("text/event-stream"):
+            return await self._whole(upstream, attempt, request.path)
+        return Response(
+            upstream.status_code,
+            self._headers(upstream),
+            self._stream(upstream, attempt, request.path, strip_usage),
+        )
+
+    async def _whole(self, upstream: httpx.Response, attempt: _Attempt, path: str) -> Response:
+        try:
+            content = await upstream.aread()
+        except httpx.HTTPError as exc:
+            attempt.status, attempt.note, attempt.charge_reserved = "cut", type(exc).__name__, True
+            return _openai_error(502, "api_error", "upstream_cut", str(exc))
+        finally:
+            await upstream.aclose()
+        block = None
+        try:
+            decoded = json.loads(content)
+            block = decoded.get("usage") if isinstance(decoded, dict) else None
+        except ValueError:
+            attempt.note = "the body is not JSON"
+        self._take_usage(attempt, block, path)
+        if upstream.status_code >= 400:
+            attempt.status = "upstream_error"
+            # A provider that answers 5xx may have done the work; 4xx means it refused.
+            attempt.charge_reserved = attempt.usage is None and upstream.status_code >= 500
+        elif attempt.usage is None:
+            attempt.status, attempt.charge_reserved = "unmetered", True
+        return Response(upstream.status_code, self._headers(upstream), content)
+
+    def _take_usage(self, attempt: _Attempt, block: Any, path: str) -> None:
+        usage = chat_usage(block) if path == "/v1/chat/completions" else responses_usage(block)
+        if usage is not None:
+            attempt.usage, attempt.usage_block = usage, block
+
+    async def _stream(
+        self, upstream: httpx.Response, attempt: _Attempt, path: str, strip_usage: bool
+    ) -> AsyncIterator[bytes]:
+        parser = SSEParser()
+        chat = ChatStream() if path == "/v1/chat/completions" else None
+        responses = ResponsesStream() if chat is None else None
+        chunks = upstream.aiter_raw()
+        delivered = False
+        try:
+            async for chunk in chunks:
+                out = bytearray()
+                for event in parser.feed(chunk):
+                    if chat is not None:
+                        if chat.observe(event) and strip_usage:
+                            continue
+                    elif responses is not None:
+                        responses.observe(event)
+                    out += event.raw
+                if out:
+                    yield bytes(out)
+                if (chat is not None and chat.done) or (responses and responses.terminal):
+                    break  # the protocol's last event: end the client's stream now
+            if parser.tail():
+                yield parser.tail()
+            delivered = True
+        except httpx.HTTPError as exc:
+            attempt.status, attempt.note = "cut", type(exc).__name__
+            raise AbortConnection from exc  # the client sees the cut, as from the upstream
+        finally:
+            tracker = chat if chat is not None else responses
+            assert tracker is not None
+            if not delivered and attempt.status != "cut":
+                # The client went away: keep reading, for a bounded time, to learn the usage.
+                attempt.status = "client_disconnected"
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.drain_seconds):
+                    await self._drain(chunks, parser, tracker)
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(1):  # read the upstream's end, keep its connection
+                    await self._drain(chunks, parser, tracker)
+                await upstream.aclose()
+            if tracker.usage is not None:
+                attempt.usage, attempt.usage_block = tracker.usage, tracker.usage_block
+            elif attempt.status == "ok":
+                attempt.status = "unmetered"
+            if attempt.usage is None:
+                attempt.charge_reserved = True
+            with anyio.CancelScope(shield=True):
+                await self._finish(attempt)
+
+    async def _drain(
+        self,
+        chunks: AsyncIterator[bytes],
+        parser: SSEParser,
+        tracker: ChatStream | ResponsesStream,
+    ) -> None:
+        try:
+            async for chunk in chunks:
+                for event in parser.feed(chunk):
+                    tracker.observe(event)
+                if tracker.usage is not None:
+                    return
+        except httpx.HTTPError:
+            return
+
+    # -- accounting --------------------------------------------------------------------
+
+    async def _finish(self, attempt: _Attempt) -> None:
+        """Charge the attempt, write its one ledger line, settle its reservation."""
+        if attempt.done:
+            return
+        attempt.done = True
+        self._in_flight -= 1
+        if attempt.usage is not None and attempt.model != "-":
+            cost = self.config.prices.cost(attempt.model, attempt.usage)
+        elif attempt.charge_reserved:
+            cost = attempt.reserved
+        else:
+            cost = Decimal(0)
+        line = LedgerLine.charge(
+            attempt.usage,
+            id=attempt.id,
+            role=self.config.role,
+            model=attempt.model,
+            endpoint=attempt.endpoint,
+            started=attempt.started,
+            ended=time.time(),
+            status=attempt.status,
+            http_status=attempt.http_status,
+            streamed=attempt.streamed,
+            usage=attempt.usage_block,
+            cost_usd=str(cost),
+            reservation_id=attempt.reservation_id,
+            reserved_usd=str(attempt.reserved),
+            note=attempt.note,
+        )
+        self.ledger.append(line)
+        self.dirty = True
+        if attempt.reservation_id is not None and self.reserver is not None:
+            await self.reserver.settle(attempt.reservation_id, cost)
+
+
+async def serve_meter(
+    config: MeterConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    reserver: Reserver | None = None,
+    summary_every: float = 1.0,
+    task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a meter until cancelled; report its port through ``task_status``.
+
+    The summary is rewritten from the lines within ``summary_every`` seconds of
+    a change, and once more on the way out.
+    """
+    meter = Meter(config, reserver)
+    try:
+        async with anyio.create_task_group() as tg:
+            bound = await tg.start(partial(serve_http, meter, host=host, port=port))
+            task_status.started(bound)
+            while True:
+                await anyio.sleep(summary_every)
+                if meter.dirty:
+                    meter.dirty = False
+                    await anyio.to_thread.run_sync(meter.ledger.write_summary)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await meter.aclose()

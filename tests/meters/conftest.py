@@ -1,0 +1,78 @@
+"""A local provider and a meter in front of it, on loopback, for each test."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+import meters
+from mw_actors.provider import FaultPlan, Provider, Reply, ScriptedEngine, ToolCall, serve_provider
+
+PRICES = {
+    "schema_version": 1,
+    "date": "2026-11-30",
+    "models": {
+        "local/scripted": {
+            "input_per_mtok": "0.10",
+            "cached_input_per_mtok": "0.05",
+            "output_per_mtok": "0.40",
+            "max_output_tokens": 256,
+        }
+    },
+}
+SECRET = "sk-live-must-never-be-written-anywhere"
+SCRIPT = [
+    Reply(content="Hello there, friend. The answer is forty-two."),
+    Reply(tool_calls=[ToolCall("lookup", {"account": "A-1", "field": "balance"})]),
+]
+
+
+@dataclass
+class Wire:
+    provider: Provider
+    provider_url: str
+    meter_url: str
+    ledger_dir: Path
+
+
+@asynccontextmanager
+async def open_wire(
+    tmp_path: Path,
+    *,
+    faults: FaultPlan | None = None,
+    allocation: Decimal | None = None,
+    drain_seconds: float = 5.0,
+) -> AsyncIterator[Wire]:
+    provider = Provider(ScriptedEngine(SCRIPT), faults)
+    async with anyio.create_task_group() as tg:
+        provider_port = await tg.start(serve_provider, provider)
+        config = meters.MeterConfig(
+            role="host",
+            upstream=f"http://127.0.0.1:{provider_port}/v1",
+            prices=meters.parse_prices(json.dumps(PRICES).encode()),
+            ledger_dir=tmp_path / "ledger",
+            api_key=SECRET,
+            allocation_usd=allocation,
+            drain_seconds=drain_seconds,
+        )
+        meter_port = await tg.start(partial(meters.serve_meter, config, summary_every=0.05))
+        yield Wire(
+            provider,
+            f"http://127.0.0.1:{provider_port}/v1",
+            f"http://127.0.0.1:{meter_port}/v1",
+            tmp_path / "ledger",
+        )
+        tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+def prices() -> meters.PriceTable:
+    return meters.parse_prices(json.dumps(PRICES).encode())
