@@ -346,6 +346,9 @@ class Meter:
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(1):  # read the upstream's end, keep its connection
                     await self._drain(chunks, parser, tracker)
+                aclose = getattr(chunks, "aclose", None)
+                if aclose is not None:
+                    await aclose()
                 await upstream.aclose()
             if tracker.usage is not None:
                 attempt.usage, attempt.usage_block = tracker.usage, tracker.usage_block
@@ -362,12 +365,12 @@ class Meter:
         parser: SSEParser,
         tracker: ChatStream | ResponsesStream,
     ) -> None:
+        # Read to the end (the caller bounds the time): a stream abandoned half-read
+        # leaves httpx's inner iterators to the garbage collector.
         try:
             async for chunk in chunks:
                 for event in parser.feed(chunk):
                     tracker.observe(event)
-                if tracker.usage is not None:
-                    return
         except httpx.HTTPError:
             return
 

@@ -1,0 +1,38 @@
+"""Provider faults as a table: what the meter must record for each, and what it charges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Charge = Literal["zero", "actual", "reserved"]
+
+
+@dataclass(frozen=True)
+class WireFault:
+    fault: str  # the provider's fault for this request (mw_actors.provider.FAULTS)
+    stream: bool
+    status: str  # the ledger status the meter must write
+    charge: Charge
+    client_error: bool  # whether the client sees an error
+
+
+WIRE_FAULTS = [
+    WireFault("none", stream=False, status="ok", charge="actual", client_error=False),
+    WireFault("none", stream=True, status="ok", charge="actual", client_error=False),
+    WireFault(
+        "rate_limited", stream=False, status="upstream_error", charge="zero", client_error=True
+    ),
+    WireFault(
+        "server_error", stream=True, status="upstream_error", charge="reserved", client_error=True
+    ),
+    WireFault("reset_mid_stream", stream=True, status="cut", charge="reserved", client_error=True),
+    WireFault(
+        "cut_before_usage", stream=True, status="unmetered", charge="reserved", client_error=False
+    ),
+    WireFault("slow_drip", stream=True, status="ok", charge="actual", client_error=False),
+    WireFault(
+        "malformed_json", stream=False, status="unmetered", charge="reserved", client_error=True
+    ),
+    WireFault("malformed_json", stream=True, status="ok", charge="actual", client_error=True),
+]
