@@ -50,6 +50,7 @@ async def open_wire(
     faults: FaultPlan | None = None,
     allocation: Decimal | None = None,
     drain_seconds: float = 5.0,
+    reserver: meters.Reserver | None = None,
 ) -> AsyncIterator[Wire]:
     provider = Provider(ScriptedEngine(SCRIPT), faults)
     async with anyio.create_task_group() as tg:
@@ -63,7 +64,9 @@ async def open_wire(
             allocation_usd=allocation,
             drain_seconds=drain_seconds,
         )
-        meter_port = await tg.start(partial(meters.serve_meter, config, summary_every=0.05))
+        meter_port = await tg.start(
+            partial(meters.serve_meter, config, reserver=reserver, summary_every=0.05)
+        )
         yield Wire(
             provider,
             f"http://127.0.0.1:{provider_port}/v1",

@@ -1,4 +1,4 @@
-"""Every provider fault, and a client leaving mid-stream: one ledger line, right status, right charge."""
+"""Every provider fault, and a client hanging up mid-stream: one line, right status and charge."""
 
 from __future__ import annotations
 

@@ -1,0 +1,73 @@
+"""64 concurrent requests against an allocation that fits 10 worst cases: never an overshoot."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+import meters
+from mw_actors.provider import FaultPlan, Latency
+
+from .conftest import open_wire
+
+pytestmark = pytest.mark.anyio
+
+
+class WatchedReserver(meters.LocalReserver):
+    """Checks the invariant at every step the meter takes."""
+
+    def check(self) -> None:
+        budget = self.budget
+        assert budget.settled + budget.outstanding <= budget.allocation, budget.statistics()
+
+    async def reserve(self, amount: Decimal, holder: str) -> meters.Granted | meters.Blocked:
+        outcome = await super().reserve(amount, holder)
+        self.check()
+        return outcome
+
+    async def settle(self, reservation_id: str, actual: Decimal) -> None:
+        await super().settle(reservation_id, actual)
+        self.check()
+
+
+@pytest.mark.slow
+async def test_never_an_overshoot(tmp_path: Path, prices: meters.PriceTable, seed: int) -> None:
+    rng = random.Random(seed)
+    body_bytes = 180
+    worst = prices.worst_case("local/scripted", body_bytes, 64)
+    for round_ in range(100):
+        allocation = worst * 10
+        reserver = WatchedReserver(meters.Budget(allocation))
+        faults = FaultPlan(
+            plan=rng.choices(["none", "none", "server_error", "cut_before_usage"], k=8),  # type: ignore[arg-type]
+            latency=Latency(tokens_per_second=rng.choice([0, 2000])),
+        )
+        async with open_wire(tmp_path / str(round_), faults=faults, reserver=reserver) as wire:
+            statuses: list[int] = []
+
+            async def one(client: httpx.AsyncClient) -> None:
+                content = "x" * rng.randint(1, 40)
+                body = {
+                    "model": "local/scripted",
+                    "max_tokens": 64,
+                    "stream": rng.random() < 0.5,
+                    "messages": [{"role": "user", "content": content}],
+                }
+                response = await client.post(f"{wire.meter_url}/chat/completions", json=body)
+                statuses.append(response.status_code)
+
+            async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(64):
+                        tg.start_soon(one, c)
+        lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+        assert len(lines) == 64
+        spent = sum((Decimal(line.cost_usd) for line in lines), Decimal(0))
+        assert spent <= allocation, f"round {round_}: spent {spent} of {allocation}"
+        assert statuses.count(429) == sum(1 for x in lines if x.status == "budget_blocked")
+        assert 0 < statuses.count(429) < 64
