@@ -122,6 +122,78 @@ def _sandbox_exec(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _announce(line: str) -> None:
+    print(line, flush=True)
+
+
+def _latency(spec: str | None) -> dict[str, float]:
+    """``ttft=0.2,tps=50,drip=0.5`` -> Latency fields."""
+    names = {"ttft": "first_token_seconds", "tps": "tokens_per_second", "drip": "drip_seconds"}
+    fields: dict[str, float] = {}
+    for part in filter(None, (spec or "").split(",")):
+        key, _, value = part.partition("=")
+        if key not in names:
+            raise ConfigError(f"--latency: unknown key {key!r}", hint="use ttft=S,tps=N,drip=S")
+        try:
+            fields[names[key]] = float(value)
+        except ValueError:
+            raise ConfigError(f"--latency: {key}={value!r} is not a number") from None
+    return fields
+
+
+def _provider(args: argparse.Namespace) -> int:
+    import anyio
+    import msgspec
+
+    from meters._server import serve_until_signal
+    from mw_actors.provider import FaultPlan, Latency, Provider, ScriptedEngine, serve_provider
+
+    if args.engine != "scripted":
+        raise ConfigError(
+            f"engine {args.engine!r} is not available in this build",
+            hint="use --engine scripted",
+        )
+    engine = ScriptedEngine.from_file(args.script) if args.script else ScriptedEngine()
+    faults = FaultPlan.from_file(args.faults) if args.faults else FaultPlan()
+    if args.latency:
+        latency = msgspec.structs.replace(faults.latency, **_latency(args.latency))
+        faults = msgspec.structs.replace(faults, latency=Latency(**msgspec.structs.asdict(latency)))
+    serve = partial(serve_provider, Provider(engine, faults), port=args.port)
+    anyio.run(partial(serve_until_signal, serve, announce=_announce))
+    return 0
+
+
+def _meter(args: argparse.Namespace) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    import anyio
+
+    from meters import MeterConfig, load_prices, serve_meter
+    from meters._server import serve_until_signal
+
+    key = os.environ.get(args.key_env)
+    if key is None:
+        raise ConfigError(
+            f"environment variable {args.key_env} is not set",
+            hint=f"export {args.key_env}=... (the meter reads the upstream key from it)",
+        )
+    try:
+        allocation = None if args.allocation is None else Decimal(args.allocation)
+    except InvalidOperation:
+        raise ConfigError(f"--allocation {args.allocation!r} is not an amount in USD") from None
+    config = MeterConfig(
+        role=args.role,
+        upstream=args.upstream,
+        prices=load_prices(args.prices),
+        ledger_dir=Path(args.ledger_dir),
+        api_key=key or None,
+        allocation_usd=allocation,
+    )
+    serve = partial(serve_meter, config, port=args.port)
+    anyio.run(partial(serve_until_signal, serve, announce=_announce))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log runtime events")
@@ -147,6 +219,24 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the ExecResult as JSON")
     run.add_argument("command_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     run.set_defaults(func=_sandbox_exec)
+
+    provider = commands.add_parser("provider", help="a local OpenAI-compatible provider")
+    provider.add_argument("--port", type=int, default=0)
+    provider.add_argument("--engine", default="scripted", help="scripted (or smollm2)")
+    provider.add_argument("--script", help="a JSON script for the scripted engine")
+    provider.add_argument("--faults", help="a JSON fault plan")
+    provider.add_argument("--latency", help="ttft=SECONDS,tps=TOKENS_PER_S,drip=SECONDS")
+    provider.set_defaults(func=_provider)
+
+    meter = commands.add_parser("meter", help="a wire meter in front of a provider")
+    meter.add_argument("--role", choices=["host", "learner"], required=True)
+    meter.add_argument("--port", type=int, default=0)
+    meter.add_argument("--upstream", required=True, help="the provider's base URL")
+    meter.add_argument("--key-env", required=True, help="the variable holding the upstream key")
+    meter.add_argument("--prices", required=True, help="the prices file (JSON)")
+    meter.add_argument("--ledger-dir", required=True)
+    meter.add_argument("--allocation", help="the cumulative allocation in USD")
+    meter.set_defaults(func=_meter)
 
     journal = commands.add_parser("journal", help="inspect a campaign journal")
     journal_commands = journal.add_subparsers(dest="journal_command", required=True)

@@ -19,6 +19,8 @@ import msgspec
 
 from mw_errors import MeterError
 
+from ._money import usd
+
 __all__ = [
     "Blocked",
     "Budget",
@@ -103,10 +105,10 @@ class Budget:
         remaining = self.remaining
         if amount > remaining:
             self._blocked += 1
-            return Blocked(requested=str(amount), remaining=str(remaining))
+            return Blocked(requested=usd(amount), remaining=usd(remaining))
         reservation = Reservation(
             id=f"{self._prefix}.{next(self._ids)}",
-            amount=str(amount),
+            amount=usd(amount),
             holder=holder,
             expires_at=now + self.lease_seconds,
         )
@@ -143,10 +145,10 @@ class Budget:
     def statistics(self) -> BudgetStatistics:
         outstanding = self.outstanding
         return BudgetStatistics(
-            allocation_usd=str(self.allocation),
-            settled_usd=str(self.settled),
-            outstanding_usd=str(outstanding),
-            remaining_usd=str(self.allocation - self.settled - outstanding),
+            allocation_usd=usd(self.allocation),
+            settled_usd=usd(self.settled),
+            outstanding_usd=usd(outstanding),
+            remaining_usd=usd(self.allocation - self.settled - outstanding),
             reservations=len(self._outstanding),
             granted=self._granted,
             blocked=self._blocked,

@@ -20,6 +20,7 @@ import msgspec
 
 from mw_errors import MeterError
 
+from ._money import usd
 from ._usage import Usage
 
 __all__ = [
@@ -114,7 +115,7 @@ def _add(totals: ModelTotals, line: LedgerLine) -> None:
     totals.cached_input_tokens += line.cached_input_tokens
     totals.output_tokens += line.output_tokens
     totals.reasoning_tokens += line.reasoning_tokens
-    totals.cost_usd = str(Decimal(totals.cost_usd) + Decimal(line.cost_usd))
+    totals.cost_usd = usd(Decimal(totals.cost_usd) + Decimal(line.cost_usd))
 
 
 def summarize(
@@ -141,7 +142,7 @@ def summarize(
         output_tokens=total.output_tokens,
         reasoning_tokens=total.reasoning_tokens,
         cost_usd=total.cost_usd,
-        allocation_usd=None if allocation_usd is None else str(allocation_usd),
+        allocation_usd=None if allocation_usd is None else usd(allocation_usd),
         prices_date=prices_date,
         by_model=dict(sorted(by_model.items())),
     )

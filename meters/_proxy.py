@@ -35,6 +35,7 @@ from mw_errors import UnpricedModel
 
 from ._budget import Blocked, Budget, Granted, Reserver
 from ._ledger import Ledger, LedgerLine, Status
+from ._money import usd
 from ._prices import PriceTable
 from ._server import AbortConnection, Request, Response, serve_http
 from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
@@ -213,7 +214,7 @@ class Meter:
             if isinstance(outcome, Blocked):
                 attempt.status, attempt.http_status = "budget_blocked", 429
                 message = (
-                    f"budget exhausted: this request may cost up to ${worst}, "
+                    f"budget exhausted: this request may cost up to ${usd(worst)}, "
                     f"${outcome.remaining} of the allocation remains"
                 )
                 return _openai_error(429, "insufficient_quota", "budget_blocked", message)
@@ -400,9 +401,9 @@ class Meter:
             http_status=attempt.http_status,
             streamed=attempt.streamed,
             usage=attempt.usage_block,
-            cost_usd=str(cost),
+            cost_usd=usd(cost),
             reservation_id=attempt.reservation_id,
-            reserved_usd=str(attempt.reserved),
+            reserved_usd=usd(attempt.reserved),
             note=attempt.note,
         )
         self.ledger.append(line)

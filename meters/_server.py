@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "Response",
     "check_bind_address",
     "serve_http",
+    "serve_until_signal",
 ]
 
 log = structlog.get_logger("mw.http")
@@ -221,3 +222,24 @@ async def serve_http(
                 log.exception("connection_failed")
 
         await listener.serve(handle)
+
+
+async def serve_until_signal(
+    serve: Callable[..., Coroutine[Any, Any, Any]],
+    *,
+    host: str = "127.0.0.1",
+    announce: Callable[[str], None] = print,
+) -> None:
+    """Run ``serve`` (a ``task_status`` server), announce its address, stop on SIGTERM/SIGINT.
+
+    Prints exactly one line, ``listening on http://HOST:PORT``, once it is ready.
+    """
+    import signal
+
+    async with anyio.create_task_group() as tg:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            port = await tg.start(serve)
+            announce(f"listening on http://{host}:{port}")
+            async for _ in signals:
+                break
+        tg.cancel_scope.cancel()

@@ -50,7 +50,7 @@ async def test_never_an_overshoot(tmp_path: Path, prices: meters.PriceTable, see
         async with open_wire(tmp_path / str(round_), faults=faults, reserver=reserver) as wire:
             statuses: list[int] = []
 
-            async def one(client: httpx.AsyncClient) -> None:
+            async def one(client: httpx.AsyncClient, statuses: list[int] = statuses) -> None:
                 content = "x" * rng.randint(1, 40)
                 body = {
                     "model": "local/scripted",
@@ -61,10 +61,13 @@ async def test_never_an_overshoot(tmp_path: Path, prices: meters.PriceTable, see
                 response = await client.post(f"{wire.meter_url}/chat/completions", json=body)
                 statuses.append(response.status_code)
 
-            async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64)) as c:
-                async with anyio.create_task_group() as tg:
-                    for _ in range(64):
-                        tg.start_soon(one, c)
+            limits = httpx.Limits(max_connections=64)
+            async with (
+                httpx.AsyncClient(timeout=30, limits=limits) as c,
+                anyio.create_task_group() as tg,
+            ):
+                for _ in range(64):
+                    tg.start_soon(one, c)
         lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
         assert len(lines) == 64
         spent = sum((Decimal(line.cost_usd) for line in lines), Decimal(0))
