@@ -145,7 +145,7 @@ def _provider(args: argparse.Namespace) -> int:
     import anyio
     import msgspec
 
-    from meters._server import serve_until_signal
+    from meters import serve_until_signal
     from mw_actors.provider import FaultPlan, Latency, Provider, ScriptedEngine, serve_provider
 
     if args.engine != "scripted":
@@ -168,8 +168,7 @@ def _meter(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from meters import MeterConfig, load_prices, serve_meter
-    from meters._server import serve_until_signal
+    from meters import MeterConfig, load_prices, serve_meter, serve_until_signal
 
     key = os.environ.get(args.key_env)
     if key is None:

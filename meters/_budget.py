@@ -129,11 +129,24 @@ class Budget:
         """Give a reservation back unspent (nothing was sent)."""
         self._outstanding.pop(reservation_id, None)
 
+    def lease(self, reservation_id: str) -> Reservation:
+        """An outstanding reservation.
+
+        Raises:
+            KeyError: it was settled, released or reclaimed.
+        """
+        return self._outstanding[reservation_id]
+
     def reclaim_expired(self, now: float) -> list[Reclaimed]:
-        """Drop leases whose holder never came back; report each one."""
+        """Charge and drop leases whose holder never came back; report each one.
+
+        A lease is charged its full amount: its holder vanished after reserving,
+        so the request it covered may have been billed.
+        """
         expired = [r for r in self._outstanding.values() if r.expires_at <= now]
         for reservation in expired:
             del self._outstanding[reservation.id]
+            self.settled += Decimal(reservation.amount)
         self._reclaimed += len(expired)
         return [Reclaimed(reservation, now) for reservation in expired]
 

@@ -75,9 +75,19 @@ from ._core._supervisor import (
     supervisor,
 )
 from ._core._views import ActorView, SupervisionView
+from ._reserver import (
+    BUDGET_RECORDS,
+    BudgetReclaimed,
+    BudgetReserved,
+    BudgetReserver,
+    BudgetSettled,
+    ReserverClient,
+    rebuild_budget,
+)
 
 __all__ = [
     "BRUTAL_KILL",
+    "BUDGET_RECORDS",
     "IGNORE",
     "SCHEMA_VERSION",
     "Actor",
@@ -90,6 +100,10 @@ __all__ = [
     "AskTimeout",
     "AutoShutdown",
     "Backoff",
+    "BudgetReclaimed",
+    "BudgetReserved",
+    "BudgetReserver",
+    "BudgetSettled",
     "ChildInfo",
     "ChildSpec",
     "Clock",
@@ -119,6 +133,7 @@ __all__ = [
     "ProcessActor",
     "Projection",
     "Record",
+    "ReserverClient",
     "Restart",
     "RestartIntensityExceeded",
     "RetryLater",
@@ -144,6 +159,7 @@ __all__ = [
     "open_runtime",
     "read_journal",
     "rebuild",
+    "rebuild_budget",
     "replay",
     "sleep",
     "supervisor",

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio.abc
 
-from meters._server import serve_http
+from meters import serve_http
 
 from ._engine import Reply, ScriptedEngine, ToolCall, count_tokens
 from ._faults import FAULTS, FaultPlan, Latency

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from meters._server import AbortConnection, Request, Response
+from meters import AbortConnection, Request, Response
 
 from ._engine import Reply, ScriptedEngine, count_tokens, pieces
 from ._faults import FaultPlan

@@ -1,0 +1,201 @@
+"""The budget reserver: one actor owns a campaign's allocation.
+
+It wraps :class:`meters.Budget` and journals every decision before answering:
+a reservation is on disk (``evidence``) before the meter may forward the
+request it covers, so a ``kill -9`` never forgets money that may be spent.
+After a restart the budget is rebuilt from those records, and from the
+ledger: a reservation whose ledger line exists is settled at the line's
+cost. Leases whose holder never came back are reclaimed, charged at their
+reserved amount (the request may have been billed), and the reclaim is
+recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+
+from meters import Blocked, Budget, Granted, LedgerLine, Reservation
+
+from ._core._actor import Actor, ActorContext, ActorRef
+from ._core._records import Record
+
+__all__ = [
+    "BUDGET_RECORDS",
+    "BudgetReclaimed",
+    "BudgetReserved",
+    "BudgetReserver",
+    "BudgetSettled",
+    "ReserverClient",
+    "rebuild_budget",
+]
+
+
+class BudgetReserved(Record, tag="budget.reserved", frozen=True):
+    id: str
+    amount: str
+    holder: str
+    expires_wall: float
+
+
+class BudgetSettled(Record, tag="budget.settled", frozen=True):
+    id: str
+    actual: str
+
+
+class BudgetReleased(Record, tag="budget.released", frozen=True):
+    id: str
+
+
+class BudgetReclaimed(Record, tag="budget.reclaimed", frozen=True):
+    id: str
+    holder: str
+    charged: str
+
+
+class BudgetBlocked(Record, tag="budget.blocked", frozen=True):
+    holder: str
+    requested: str
+    remaining: str
+
+
+BUDGET_RECORDS: tuple[type[Record], ...] = (
+    BudgetReserved,
+    BudgetSettled,
+    BudgetReleased,
+    BudgetReclaimed,
+    BudgetBlocked,
+)
+
+
+class _Reserve(msgspec.Struct, frozen=True):
+    amount: str
+    holder: str
+
+
+class _Settle(msgspec.Struct, frozen=True):
+    id: str
+    actual: str
+
+
+class _Release(msgspec.Struct, frozen=True):
+    id: str
+
+
+def rebuild_budget(
+    budget: Budget, records: Iterable[Record], ledger: Sequence[LedgerLine] = ()
+) -> list[Reservation]:
+    """Restore ``budget`` from its journal records (and ledger lines); return open leases."""
+    settled = Decimal(0)
+    open_: dict[str, Reservation] = {}
+    for rec in records:
+        if isinstance(rec, BudgetReserved):
+            open_[rec.id] = Reservation(rec.id, rec.amount, rec.holder, rec.expires_wall)
+        elif isinstance(rec, BudgetSettled):
+            open_.pop(rec.id, None)
+            settled += Decimal(rec.actual)
+        elif isinstance(rec, BudgetReleased):
+            open_.pop(rec.id, None)
+        elif isinstance(rec, BudgetReclaimed):
+            open_.pop(rec.id, None)
+            settled += Decimal(rec.charged)
+    charged_by_ledger = {line.reservation_id: line for line in ledger if line.reservation_id}
+    for rid in [rid for rid in open_ if rid in charged_by_ledger]:
+        del open_[rid]
+        settled += Decimal(charged_by_ledger[rid].cost_usd)
+    budget.restore(settled, list(open_.values()))
+    return list(open_.values())
+
+
+class BudgetReserver(Actor[Any]):
+    """Reserve / settle / release on a cumulative allocation, journaled, restart-safe."""
+
+    def __init__(
+        self,
+        allocation: Decimal,
+        *,
+        lease_seconds: float = 900.0,
+        ledger: Sequence[LedgerLine] = (),
+    ) -> None:
+        self.budget = Budget(allocation, lease_seconds=lease_seconds)
+        self.ledger = ledger
+
+    async def init(self, ctx: ActorContext) -> object:
+        self.ctx = ctx
+        journal = ctx.runtime.journal
+        if journal is not None:
+            rebuild_budget(self.budget, await journal.replay(*BUDGET_RECORDS), self.ledger)
+        return None
+
+    async def _record(self, record: Record) -> None:
+        journal = self.ctx.runtime.journal
+        if journal is not None:
+            await journal.append(record)
+
+    async def _reclaim(self) -> None:
+        for reclaimed in self.budget.reclaim_expired(self.ctx.clock.wall()):
+            lease = reclaimed.reservation
+            await self._record(
+                BudgetReclaimed(id=lease.id, holder=lease.holder, charged=lease.amount)
+            )
+            self.ctx.log.warning("budget_lease_reclaimed", id=lease.id, holder=lease.holder)
+
+    async def handle(self, message: Any) -> object:
+        await self._reclaim()
+        if isinstance(message, _Reserve):
+            outcome = self.budget.reserve(
+                Decimal(message.amount), message.holder, self.ctx.clock.wall()
+            )
+            if isinstance(outcome, Granted):
+                lease = self.budget.lease(outcome.id)
+                await self._record(
+                    BudgetReserved(
+                        id=outcome.id,
+                        amount=outcome.amount,
+                        holder=message.holder,
+                        expires_wall=lease.expires_at,
+                    )
+                )
+            else:
+                await self._record(
+                    BudgetBlocked(
+                        holder=message.holder,
+                        requested=outcome.requested,
+                        remaining=outcome.remaining,
+                    )
+                )
+            return outcome
+        if isinstance(message, _Settle):
+            self.budget.settle(message.id, Decimal(message.actual))
+            await self._record(BudgetSettled(id=message.id, actual=message.actual))
+            return None
+        if isinstance(message, _Release):
+            self.budget.release(message.id)
+            await self._record(BudgetReleased(id=message.id))
+            return None
+        if message == "statistics":
+            return self.budget.statistics()
+        raise ValueError(f"the reserver does not understand {message!r}")
+
+
+class ReserverClient:
+    """The :class:`meters.Reserver` a meter uses to reach a :class:`BudgetReserver` actor."""
+
+    def __init__(self, ref: ActorRef[Any], *, timeout: float = 30.0) -> None:
+        self.ref = ref
+        self.timeout = timeout
+
+    async def reserve(self, amount: Decimal, holder: str) -> Granted | Blocked:
+        outcome: Granted | Blocked = await self.ref.ask(
+            _Reserve(format(amount, "f"), holder), timeout=self.timeout
+        )
+        return outcome
+
+    async def settle(self, reservation_id: str, actual: Decimal) -> None:
+        await self.ref.ask(_Settle(reservation_id, format(actual, "f")), timeout=self.timeout)
+
+    async def release(self, reservation_id: str) -> None:
+        await self.ref.ask(_Release(reservation_id), timeout=self.timeout)
