@@ -33,6 +33,7 @@ import structlog
 
 from mw_errors import UnpricedModel
 
+from ._adapter import ChatToResponses, chat_request, completion_to_response
 from ._budget import Blocked, Budget, Granted, Reserver
 from ._ledger import Ledger, LedgerLine, Status
 from ._money import usd
@@ -72,6 +73,8 @@ class MeterConfig:
     allocation_usd: Decimal | None = None
     drain_seconds: float = 10.0
     upstream_timeout: float = 600.0
+    # The upstream speaks only Chat Completions: translate /v1/responses (the learner's).
+    adapt_responses: bool = False
 
     def __repr__(self) -> str:  # belt and braces: no key in any repr
         return (
@@ -219,6 +222,10 @@ class Meter:
                 )
                 return _openai_error(429, "insufficient_quota", "budget_blocked", message)
             attempt.reservation_id = outcome.id
+        if self.config.adapt_responses and request.path == "/v1/responses":
+            chat, custom = chat_request(body)
+            payload = json.dumps(chat).encode()
+            return await self._forward_metered(request, payload, attempt, False, custom)
         strip_usage = False
         if attempt.streamed and request.path == "/v1/chat/completions":
             options = body.get("stream_options") or {}
@@ -226,13 +233,14 @@ class Meter:
                 body["stream_options"] = {**options, "include_usage": True}
                 strip_usage = True
         payload = json.dumps(body).encode() if strip_usage else request.body
-        return await self._forward_metered(request, payload, attempt, strip_usage)
+        return await self._forward_metered(request, payload, attempt, strip_usage, None)
 
     def _upstream_request(
-        self, request: Request, payload: bytes, attempt: _Attempt
+        self, request: Request, payload: bytes, attempt: _Attempt, target: str | None = None
     ) -> httpx.Request:
         base = self.config.upstream.rstrip("/")
-        path = request.target.removeprefix("/v1") if base.endswith("/v1") else request.target
+        target = target or request.target
+        path = target.removeprefix("/v1") if base.endswith("/v1") else target
         headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP_BY_HOP]
         headers.append((b"accept-encoding", b"identity"))
         headers.append((b"idempotency-key", attempt.id.encode()))
@@ -258,9 +266,16 @@ class Meter:
         return [(k, v) for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP]
 
     async def _forward_metered(
-        self, request: Request, payload: bytes, attempt: _Attempt, strip_usage: bool
+        self,
+        request: Request,
+        payload: bytes,
+        attempt: _Attempt,
+        strip_usage: bool,
+        adapt: set[str] | None,
     ) -> Response:
-        upstream_request = self._upstream_request(request, payload, attempt)
+        """Forward; with ``adapt`` (custom tool names), as Chat, answering as Responses."""
+        target = "/v1/chat/completions" if adapt is not None else request.path
+        upstream_request = self._upstream_request(request, payload, attempt, target)
         try:
             upstream = await self.client.send(upstream_request, stream=True)
         except httpx.ConnectError as exc:  # nothing reached the provider
@@ -273,11 +288,17 @@ class Meter:
         attempt.http_status = upstream.status_code
         content_type = upstream.headers.get("content-type", "")
         if upstream.status_code >= 400 or not content_type.startswith("text/event-stream"):
-            return await self._whole(upstream, attempt, request.path)
+            response = await self._whole(upstream, attempt, target)
+            if adapt is not None and upstream.status_code < 400 and attempt.usage is not None:
+                assert isinstance(response.body, bytes)
+                converted = completion_to_response(json.loads(response.body), adapt)
+                response.body = json.dumps(converted).encode()
+            return response
+        translator = ChatToResponses(attempt.model, adapt) if adapt is not None else None
         return Response(
             upstream.status_code,
             self._headers(upstream),
-            self._stream(upstream, attempt, request.path, strip_usage),
+            self._stream(upstream, attempt, target, strip_usage, translator),
         )
 
     async def _whole(self, upstream: httpx.Response, attempt: _Attempt, path: str) -> Response:
@@ -309,7 +330,12 @@ class Meter:
             attempt.usage, attempt.usage_block = usage, block
 
     async def _stream(
-        self, upstream: httpx.Response, attempt: _Attempt, path: str, strip_usage: bool
+        self,
+        upstream: httpx.Response,
+        attempt: _Attempt,
+        path: str,
+        strip_usage: bool,
+        translator: ChatToResponses | None,
     ) -> AsyncIterator[bytes]:
         parser = SSEParser()
         chat = ChatStream() if path == "/v1/chat/completions" else None
@@ -325,17 +351,22 @@ class Meter:
                             continue
                     elif responses is not None:
                         responses.observe(event)
-                    out += event.raw
+                    out += b"".join(translator.feed(event.raw)) if translator else event.raw
                 if out:
                     yield bytes(out)
                 if (chat is not None and chat.done) or (responses and responses.terminal):
                     break  # the protocol's last event: end the client's stream now
-            if parser.tail():
+            if translator is not None:
+                yield b"".join(translator.finish())
+            elif parser.tail():
                 yield parser.tail()
             delivered = True
         except httpx.HTTPError as exc:
             attempt.status, attempt.note = "cut", type(exc).__name__
-            raise AbortConnection from exc  # the client sees the cut, as from the upstream
+            if translator is None:
+                raise AbortConnection from exc  # the client sees the cut, as from the upstream
+            yield b"".join(translator.finish(error="upstream_cut"))  # response.failed
+            delivered = True
         finally:
             tracker = chat if chat is not None else responses
             assert tracker is not None

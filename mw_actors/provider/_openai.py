@@ -189,9 +189,19 @@ class Provider:
         for i, call in enumerate(reply.tool_calls):
             function = {"name": call.name, "arguments": call.arguments_json}
             deltas.append(
-                chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
-                                       "function": function}]})
-            )  # fmt: skip
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": f"call_{i}",
+                                "type": "function",
+                                "function": function,
+                            }
+                        ]
+                    }
+                )
+            )
         deltas.append(chunk({}, finish))
         for index, data in enumerate(deltas):
             await self._pace(index, fault)
@@ -203,8 +213,14 @@ class Provider:
         if fault == "cut_before_usage":
             return
         if include_usage:
-            tail = {"id": ident, "object": "chat.completion.chunk", "created": created,
-                    "model": model, "choices": [], "usage": usage}  # fmt: skip
+            tail = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
             yield b"data: " + json.dumps(tail).encode() + b"\n\n"
         yield b"data: [DONE]\n\n"
 
@@ -292,22 +308,42 @@ class Provider:
                 events.append(event("response.output_item.added", output_index=index, item=empty))
                 part = {"type": "output_text", "text": "", "annotations": []}
                 events.append(
-                    event("response.content_part.added", item_id=item["id"], output_index=index,
-                          content_index=0, part=part)
-                )  # fmt: skip
+                    event(
+                        "response.content_part.added",
+                        item_id=item["id"],
+                        output_index=index,
+                        content_index=0,
+                        part=part,
+                    )
+                )
                 for piece in pieces(text):
                     events.append(
-                        event("response.output_text.delta", item_id=item["id"],
-                              output_index=index, content_index=0, delta=piece)
-                    )  # fmt: skip
+                        event(
+                            "response.output_text.delta",
+                            item_id=item["id"],
+                            output_index=index,
+                            content_index=0,
+                            delta=piece,
+                        )
+                    )
                 events.append(
-                    event("response.output_text.done", item_id=item["id"], output_index=index,
-                          content_index=0, text=text)
-                )  # fmt: skip
+                    event(
+                        "response.output_text.done",
+                        item_id=item["id"],
+                        output_index=index,
+                        content_index=0,
+                        text=text,
+                    )
+                )
                 events.append(
-                    event("response.content_part.done", item_id=item["id"], output_index=index,
-                          content_index=0, part={**part, "text": text})
-                )  # fmt: skip
+                    event(
+                        "response.content_part.done",
+                        item_id=item["id"],
+                        output_index=index,
+                        content_index=0,
+                        part={**part, "text": text},
+                    )
+                )
             else:
                 events.append(event("response.output_item.added", output_index=index, item=item))
             events.append(event("response.output_item.done", output_index=index, item=item))

@@ -51,12 +51,14 @@ async def open_wire(
     allocation: Decimal | None = None,
     drain_seconds: float = 5.0,
     reserver: meters.Reserver | None = None,
+    adapt_responses: bool = False,
 ) -> AsyncIterator[Wire]:
     provider = Provider(ScriptedEngine(SCRIPT), faults)
     async with anyio.create_task_group() as tg:
         provider_port = await tg.start(serve_provider, provider)
         config = meters.MeterConfig(
-            role="host",
+            role="learner" if adapt_responses else "host",
+            adapt_responses=adapt_responses,
             upstream=f"http://127.0.0.1:{provider_port}/v1",
             prices=meters.parse_prices(json.dumps(PRICES).encode()),
             ledger_dir=tmp_path / "ledger",
