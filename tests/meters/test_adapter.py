@@ -1,4 +1,4 @@
-"""The learner's Responses traffic, translated for a Chat-only upstream and answered as Responses."""
+"""The learner's Responses traffic, translated for a Chat-only upstream, answered as Responses."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from .conftest import open_wire
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.filterwarnings(  # see test_wire.py: the SDK's own iterators on trio
-        "ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning"
+        "ignore:Exception ignored in. <async_generator object"
+        ":pytest.PytestUnraisableExceptionWarning"
     ),
 ]
 
@@ -129,13 +130,15 @@ async def test_the_sdk_gets_responses_from_a_chat_upstream(tmp_path: Path, strea
 
 async def test_tool_calls_come_back_as_response_items(tmp_path: Path) -> None:
     turn = {**CODEX_TURN, "input": CODEX_TURN["input"][:3]}  # one earlier call: script entry 1
-    async with open_wire(tmp_path, adapt_responses=True) as wire:
-        async with openai.AsyncOpenAI(base_url=wire.meter_url, api_key="x") as client:
-            whole = await client.responses.create(**turn)
-            async with client.responses.stream(**turn) as events:
-                async for _ in events:
-                    pass
-                streamed = await events.get_final_response()
+    async with (
+        open_wire(tmp_path, adapt_responses=True) as wire,
+        openai.AsyncOpenAI(base_url=wire.meter_url, api_key="x") as client,
+    ):
+        whole = await client.responses.create(**turn)
+        async with client.responses.stream(**turn) as events:
+            async for _ in events:
+                pass
+            streamed = await events.get_final_response()
     for response in (whole, streamed):
         (call,) = response.output
         assert call.type == "function_call" and call.name == "lookup"
@@ -143,14 +146,13 @@ async def test_tool_calls_come_back_as_response_items(tmp_path: Path) -> None:
 
 
 async def test_a_cut_upstream_ends_in_response_failed(tmp_path: Path) -> None:
-    async with open_wire(
-        tmp_path, adapt_responses=True, faults=FaultPlan(plan=["reset_mid_stream"])
-    ) as wire, openai.AsyncOpenAI(
-        base_url=wire.meter_url, api_key="x", max_retries=0
-    ) as client:
-        events = await client.responses.create(
-            model="local/scripted", input="hello", stream=True
-        )
+    async with (
+        open_wire(
+            tmp_path, adapt_responses=True, faults=FaultPlan(plan=["reset_mid_stream"])
+        ) as wire,
+        openai.AsyncOpenAI(base_url=wire.meter_url, api_key="x", max_retries=0) as client,
+    ):
+        events = await client.responses.create(model="local/scripted", input="hello", stream=True)
         kinds = [event.type async for event in events]
     assert kinds[-1] == "response.failed"
     (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
