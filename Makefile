@@ -26,6 +26,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/meters.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

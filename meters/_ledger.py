@@ -118,6 +118,38 @@ def _add(totals: ModelTotals, line: LedgerLine) -> None:
     totals.cost_usd = usd(Decimal(totals.cost_usd) + Decimal(line.cost_usd))
 
 
+class _Totals:
+    """Running totals of ledger lines: what a summary is made of, in constant memory."""
+
+    def __init__(self) -> None:
+        self.total = ModelTotals()
+        self.by_model: dict[str, ModelTotals] = {}
+        self.statuses: Counter[str] = Counter({status: 0 for status in STATUSES})
+
+    def add(self, line: LedgerLine) -> None:
+        _add(self.total, line)
+        _add(self.by_model.setdefault(line.model, ModelTotals()), line)
+        self.statuses[line.status] += 1
+
+    def summary(
+        self, role: str, allocation_usd: Decimal | None, prices_date: str | None
+    ) -> LedgerSummary:
+        total = self.total
+        return LedgerSummary(
+            role=role,
+            requests=total.requests,
+            statuses=dict(sorted(self.statuses.items())),
+            input_tokens=total.input_tokens,
+            cached_input_tokens=total.cached_input_tokens,
+            output_tokens=total.output_tokens,
+            reasoning_tokens=total.reasoning_tokens,
+            cost_usd=total.cost_usd,
+            allocation_usd=None if allocation_usd is None else usd(allocation_usd),
+            prices_date=prices_date,
+            by_model={m: msgspec.structs.replace(t) for m, t in sorted(self.by_model.items())},
+        )
+
+
 def summarize(
     lines: Iterable[LedgerLine],
     role: str,
@@ -126,26 +158,10 @@ def summarize(
     prices_date: str | None = None,
 ) -> LedgerSummary:
     """The summary of ``lines``: a pure function, so a rebuild gives the same bytes."""
-    total = ModelTotals()
-    by_model: dict[str, ModelTotals] = {}
-    statuses: Counter[str] = Counter({status: 0 for status in STATUSES})
+    totals = _Totals()
     for line in lines:
-        _add(total, line)
-        _add(by_model.setdefault(line.model, ModelTotals()), line)
-        statuses[line.status] += 1
-    return LedgerSummary(
-        role=role,
-        requests=total.requests,
-        statuses=dict(sorted(statuses.items())),
-        input_tokens=total.input_tokens,
-        cached_input_tokens=total.cached_input_tokens,
-        output_tokens=total.output_tokens,
-        reasoning_tokens=total.reasoning_tokens,
-        cost_usd=total.cost_usd,
-        allocation_usd=None if allocation_usd is None else usd(allocation_usd),
-        prices_date=prices_date,
-        by_model=dict(sorted(by_model.items())),
-    )
+        totals.add(line)
+    return totals.summary(role, allocation_usd, prices_date)
 
 
 def read_ledger(path: str | Path) -> list[LedgerLine]:
@@ -203,26 +219,20 @@ class Ledger:
         self.path = self.directory / "ledger.jsonl"
         self.summary_path = self.directory / summary_name(role)
         self._encoder = msgspec.json.Encoder()
-        self._lines: list[LedgerLine] = read_ledger(self.path) if self.path.exists() else []
+        self._totals = _Totals()  # running totals: memory stays flat however many lines
+        for line in read_ledger(self.path) if self.path.exists() else ():
+            self._totals.add(line)
         self._handle = open(self.path, "ab")  # noqa: SIM115 - held for the ledger's life
 
     def append(self, line: LedgerLine) -> None:
         """Write one line and push it to the kernel (it survives the process dying)."""
         self._handle.write(self._encoder.encode(line) + b"\n")
         self._handle.flush()
-        self._lines.append(line)
-
-    @property
-    def lines(self) -> list[LedgerLine]:
-        return list(self._lines)
+        self._totals.add(line)
 
     def summary(self) -> LedgerSummary:
-        return summarize(
-            self._lines,
-            self.role,
-            allocation_usd=self.allocation_usd,
-            prices_date=self.prices_date,
-        )
+        """The summary of every line so far (equal to :func:`summarize` of the file)."""
+        return self._totals.summary(self.role, self.allocation_usd, self.prices_date)
 
     def write_summary(self) -> LedgerSummary:
         """Fsync the lines, then rewrite the summary atomically."""
