@@ -75,14 +75,14 @@ def _on_trio() -> bool:
 
 
 def _watchdog(
-    fn: Callable[..., Coroutine[Any, Any, None]],
+    fn: Callable[..., Coroutine[Any, Any, None]], limit: float
 ) -> Callable[..., Coroutine[Any, Any, None]]:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> None:
         dump: list[str] = []
 
         async def watch(scope: anyio.CancelScope) -> None:
-            await anyio.sleep(ASYNC_TEST_TIMEOUT)
+            await anyio.sleep(limit)
             dump.append(task_dump())
             scope.cancel()
 
@@ -96,7 +96,7 @@ def _watchdog(
             finally:
                 tg.cancel_scope.cancel()
         if dump:
-            pytest.fail(f"test hung for {ASYNC_TEST_TIMEOUT} s; its tasks:\n{dump[0]}")
+            pytest.fail(f"test hung for {limit} s; its tasks:\n{dump[0]}")
         if error is not None:
             raise error
 
@@ -107,4 +107,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
             assert item.get_closest_marker("anyio"), f"{item.nodeid}: mark the module anyio"
-            item.obj = _watchdog(item.obj)
+            marker = item.get_closest_marker("timeout")  # a slow test names its own limit
+            limit = float(marker.args[0]) if marker else ASYNC_TEST_TIMEOUT
+            item.obj = _watchdog(item.obj, limit)

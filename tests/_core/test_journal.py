@@ -253,33 +253,26 @@ async def test_fsync_error_fails_the_runtime(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 75 process starts; slow on a loaded machine
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("writers", [1, 16])
-async def test_kill_9_at_random_points_loses_no_acknowledged_record(
-    tmp_path: Path, writers: int, anyio_backend: str, seed: int
+def test_kill_9_at_random_points_loses_no_acknowledged_record(
+    tmp_path: Path, writers: int, backend: str, seed: int
 ) -> None:
     rng = random.Random(seed)
     acked: dict[int, tuple[int, int]] = {}
+    argv = [sys.executable, "-m", "tests._core.journal_child", str(tmp_path), backend, str(writers)]
     for round_ in range(50 if writers == 16 else 25):
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests._core.journal_child",
-                str(tmp_path),
-                anyio_backend,
-                str(writers),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert proc.stdout is not None
-        # wait for the first ack (start-up takes a while), then kill at a random moment
-        first = proc.stdout.readline()
-        assert first.startswith(b"ack"), proc.stderr.read() if proc.stderr else first
-        time.sleep(rng.uniform(0, 0.05))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        with subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as proc:
+            assert proc.stdout is not None
+            # wait for the first ack (start-up takes a while), then kill at a random moment
+            first = proc.stdout.readline()
+            assert first.startswith(b"ack"), proc.stderr.read() if proc.stderr else first
+            time.sleep(rng.uniform(0, 0.05))
+            os.kill(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
         for line in (first + out).splitlines():
             parts = line.split()
             if len(parts) == 4 and parts[0] == b"ack":  # a line cut by the kill is not an ack

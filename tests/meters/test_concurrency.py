@@ -36,6 +36,7 @@ class WatchedReserver(meters.LocalReserver):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_never_an_overshoot(tmp_path: Path, prices: meters.PriceTable, seed: int) -> None:
     rng = random.Random(seed)
     body_bytes = 180

@@ -157,6 +157,7 @@ def test_cli_unavailable_sandbox_exits_non_zero(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 async def test_a_torch_trial_writes_safetensors_the_host_hashes_the_same(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     inputs = tmp_path / "weights"
