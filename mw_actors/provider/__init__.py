@@ -12,9 +12,10 @@ import anyio.abc
 
 from meters import serve_http
 
-from ._engine import Reply, ScriptedEngine, ToolCall, count_tokens
+from ._engine import Reply, ScriptedEngine, ToolCall
 from ._faults import FAULTS, FaultPlan, Latency
 from ._openai import Provider, ProviderStatistics
+from ._tokenizer import Tokens, smollm2_gguf, smollm2_tokens
 
 __all__ = [
     "FAULTS",
@@ -24,9 +25,11 @@ __all__ = [
     "ProviderStatistics",
     "Reply",
     "ScriptedEngine",
+    "Tokens",
     "ToolCall",
-    "count_tokens",
     "serve_provider",
+    "smollm2_gguf",
+    "smollm2_tokens",
 ]
 
 

@@ -9,7 +9,6 @@ The same conversation always gets the same answer.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,7 @@ import msgspec
 
 from mw_errors import ConfigError
 
-__all__ = ["Reply", "ScriptedEngine", "ToolCall", "count_tokens"]
-
-_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
-
-def count_tokens(text: str) -> int:
-    """Tokens of ``text``: words and punctuation marks (deterministic, model-free)."""
-    return len(_TOKEN.findall(text))
-
-
-def pieces(text: str) -> list[str]:
-    """``text`` split into stream deltas, one token (with its leading space) each."""
-    return re.findall(r"\s*(?:\w+|[^\w\s])", text) or [text]
+__all__ = ["Reply", "ScriptedEngine", "ToolCall"]
 
 
 class ToolCall(msgspec.Struct, frozen=True):

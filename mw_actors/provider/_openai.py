@@ -19,8 +19,9 @@ import msgspec
 
 from meters import AbortConnection, Request, Response
 
-from ._engine import Reply, ScriptedEngine, count_tokens, pieces
+from ._engine import Reply, ScriptedEngine
 from ._faults import FaultPlan
+from ._tokenizer import Tokens, smollm2_tokens
 
 __all__ = ["Provider", "ProviderStatistics"]
 
@@ -49,12 +50,32 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _calls_text(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls") or []
+    return "".join(json.dumps(call.get("function", {})) for call in calls if isinstance(call, dict))
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    """The text a Responses input item contributes to the prompt."""
+    parts = [_text(item.get("content")), str(item.get("output", "") or "")]
+    for key in ("name", "arguments", "input"):
+        if isinstance(item.get(key), str):
+            parts.append(item[key])
+    return "".join(parts)
+
+
 class Provider:
     """Handles requests; one instance per server."""
 
-    def __init__(self, engine: ScriptedEngine | None = None, faults: FaultPlan | None = None):
+    def __init__(
+        self,
+        engine: ScriptedEngine | None = None,
+        faults: FaultPlan | None = None,
+        tokens: Tokens | None = None,
+    ) -> None:
         self.engine = engine or ScriptedEngine()
         self.faults = faults or FaultPlan()
+        self.tokens = tokens or smollm2_tokens()
         self._numbers = itertools.count()
         self._ids = itertools.count(1)
         self._by_fault: dict[str, int] = {}
@@ -95,11 +116,17 @@ class Provider:
 
     # -- shared ------------------------------------------------------------------
 
-    def _usage_counts(self, prompt: str, reply: Reply) -> tuple[int, int]:
-        output = count_tokens(reply.content) + sum(
-            count_tokens(call.name + call.arguments_json) for call in reply.tool_calls
+    def _usage_counts(
+        self, messages: list[tuple[str, str]], tools: Any, reply: Reply
+    ) -> tuple[int, int]:
+        """Prompt and completion tokens, counted with SmolLM2's tokenizer and chat format."""
+        count = self.tokens.count
+        output = count(reply.content) + sum(
+            count(call.name + call.arguments_json) for call in reply.tool_calls
         )
-        input_tokens = count_tokens(prompt)
+        input_tokens = self.tokens.chat_prompt(messages) + (
+            count(json.dumps(tools)) if tools else 0
+        )
         self._input += input_tokens
         self._output += output
         return input_tokens, output
@@ -120,11 +147,14 @@ class Provider:
 
     async def _chat(self, body: dict[str, Any], fault: str) -> Response:
         messages = body.get("messages") or []
-        prompt = " ".join(_text(m.get("content")) for m in messages if isinstance(m, dict))
-        prompt += json.dumps(body.get("tools") or [])
+        prompt = [
+            (str(m.get("role", "user")), _text(m.get("content")) + _calls_text(m))
+            for m in messages
+            if isinstance(m, dict)
+        ]
         turns = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
         reply = self.engine.reply(turns)
-        prompt_tokens, completion_tokens = self._usage_counts(prompt, reply)
+        prompt_tokens, completion_tokens = self._usage_counts(prompt, body.get("tools"), reply)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -185,7 +215,8 @@ class Provider:
             return b"data: " + json.dumps(data).encode() + b"\n\n"
 
         deltas = [chunk({"role": "assistant", "content": ""})]
-        deltas += [chunk({"content": piece}) for piece in pieces(reply.content) if reply.content]
+        text = reply.content
+        deltas += [chunk({"content": piece}) for piece in self.tokens.pieces(text) if text]
         for i, call in enumerate(reply.tool_calls):
             function = {"name": call.name, "arguments": call.arguments_json}
             deltas.append(
@@ -230,13 +261,12 @@ class Provider:
         items = body.get("input") or []
         if isinstance(items, str):
             items = [{"type": "message", "role": "user", "content": items}]
-        prompt = (body.get("instructions") or "") + " "
-        prompt += " ".join(
-            _text(item.get("content")) + str(item.get("output", ""))
+        prompt = [("system", body["instructions"])] if body.get("instructions") else []
+        prompt += [
+            (str(item.get("role", "tool")), _item_text(item))
             for item in items
             if isinstance(item, dict)
-        )
-        prompt += json.dumps(body.get("tools") or [])
+        ]
         turns = sum(
             1
             for item in items
@@ -244,7 +274,7 @@ class Provider:
             and (item.get("role") == "assistant" or item.get("type") == "function_call")
         )
         reply = self.engine.reply(turns)
-        input_tokens, output_tokens = self._usage_counts(prompt, reply)
+        input_tokens, output_tokens = self._usage_counts(prompt, body.get("tools"), reply)
         usage = {
             "input_tokens": input_tokens,
             "input_tokens_details": {"cached_tokens": 0},
@@ -316,7 +346,7 @@ class Provider:
                         part=part,
                     )
                 )
-                for piece in pieces(text):
+                for piece in self.tokens.pieces(text):
                     events.append(
                         event(
                             "response.output_text.delta",
