@@ -107,6 +107,9 @@ class LocalReserver:
         self.budget.release(reservation_id)
 
 
+_decode = msgspec.json.Decoder().decode  # faster than json.loads on every request body
+
+
 def _openai_error(status: int, kind: str, code: str, message: str) -> Response:
     body = {"error": {"type": kind, "code": code, "message": message, "param": None}}
     return Response(status, [("content-type", "application/json")], json.dumps(body).encode())
@@ -196,10 +199,10 @@ class Meter:
         if request.method != "POST" or request.path not in _METERED:
             return await self._forward_plain(request, attempt)
         try:
-            body = json.loads(request.body)
+            body = _decode(request.body)
             if not isinstance(body, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, msgspec.DecodeError):
             attempt.status, attempt.http_status = "refused", 400
             return _openai_error(400, "invalid_request_error", "invalid_json", "body is not JSON")
         attempt.model = str(body.get("model", ""))
@@ -246,9 +249,9 @@ class Meter:
         headers.append((b"idempotency-key", attempt.id.encode()))
         if self.config.api_key:
             headers.append((b"authorization", f"Bearer {self.config.api_key}".encode()))
-        return self.client.build_request(
-            request.method, base + path, headers=headers, content=payload
-        )
+        # A plain Request: the client has no defaults to merge, and build_request's
+        # merging is a measurable share of the meter's time per request.
+        return httpx.Request(request.method, base + path, headers=headers, content=payload)
 
     async def _forward_plain(self, request: Request, attempt: _Attempt) -> Response:
         try:
@@ -311,9 +314,9 @@ class Meter:
             await upstream.aclose()
         block = None
         try:
-            decoded = json.loads(content)
+            decoded = _decode(content)
             block = decoded.get("usage") if isinstance(decoded, dict) else None
-        except ValueError:
+        except (ValueError, msgspec.DecodeError):
             attempt.note = "the body is not JSON"
         self._take_usage(attempt, block, path)
         if upstream.status_code >= 400:
