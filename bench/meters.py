@@ -15,7 +15,6 @@ Figures:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -27,18 +26,10 @@ import anyio
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-PRICES = {
-    "schema_version": 1,
-    "date": "2026-11-30",
-    "models": {
-        "local/scripted": {
-            "input_per_mtok": "0.10",
-            "cached_input_per_mtok": "0.05",
-            "output_per_mtok": "0.40",
-            "max_output_tokens": 256,
-        }
-    },
-}
+sys.path.insert(0, str(ROOT))
+
+from mw_actors.provider import LOCAL_PRICES  # noqa: E402
+
 BODY = {"model": "local/scripted", "messages": [{"role": "user", "content": "hello"}]}
 
 
@@ -112,8 +103,7 @@ def ms(seconds: float) -> str:
 
 async def main(requests: int, rss_requests: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        prices = Path(tmp) / "prices.json"
-        prices.write_text(json.dumps(PRICES))
+        prices = LOCAL_PRICES
         provider, direct = start("provider", "--port", "0")
         meter, metered = start(
             "meter", "--role", "host", "--port", "0", "--upstream", direct,

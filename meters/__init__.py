@@ -40,6 +40,7 @@ from ._server import (
     Request,
     Response,
     check_bind_address,
+    openai_error,
     serve_http,
     serve_until_signal,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "chat_usage",
     "check_bind_address",
     "load_prices",
+    "openai_error",
     "parse_prices",
     "read_ledger",
     "responses_usage",

@@ -38,7 +38,7 @@ from ._budget import Blocked, Budget, Granted, Reserver
 from ._ledger import Ledger, LedgerLine, Status
 from ._money import usd
 from ._prices import PriceTable
-from ._server import AbortConnection, Request, Response, serve_http
+from ._server import AbortConnection, Request, Response, openai_error, serve_http
 from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
 
 __all__ = ["LocalReserver", "Meter", "MeterConfig", "MeterStatistics", "serve_meter"]
@@ -108,11 +108,6 @@ class LocalReserver:
 
 
 _decode = msgspec.json.Decoder().decode  # faster than json.loads on every request body
-
-
-def _openai_error(status: int, kind: str, code: str, message: str) -> Response:
-    body = {"error": {"type": kind, "code": code, "message": message, "param": None}}
-    return Response(status, [("content-type", "application/json")], json.dumps(body).encode())
 
 
 def _output_bound(body: dict[str, Any]) -> int | None:
@@ -204,7 +199,7 @@ class Meter:
                 raise ValueError
         except (ValueError, msgspec.DecodeError):
             attempt.status, attempt.http_status = "refused", 400
-            return _openai_error(400, "invalid_request_error", "invalid_json", "body is not JSON")
+            return openai_error(400, "invalid_request_error", "invalid_json", "body is not JSON")
         attempt.model = str(body.get("model", ""))
         attempt.streamed = bool(body.get("stream"))
         try:
@@ -213,7 +208,7 @@ class Meter:
             )
         except UnpricedModel as exc:
             attempt.status, attempt.http_status = "refused", 400
-            return _openai_error(400, "invalid_request_error", exc.code, exc.message)
+            return openai_error(400, "invalid_request_error", exc.code, exc.message)
         attempt.reserved = worst
         if self.reserver is not None:
             outcome = await self.reserver.reserve(worst, f"{self.config.role}:{attempt.id}")
@@ -223,7 +218,7 @@ class Meter:
                     f"budget exhausted: this request may cost up to ${usd(worst)}, "
                     f"${outcome.remaining} of the allocation remains"
                 )
-                return _openai_error(429, "insufficient_quota", "budget_blocked", message)
+                return openai_error(429, "insufficient_quota", "budget_blocked", message)
             attempt.reservation_id = outcome.id
         if self.config.adapt_responses and request.path == "/v1/responses":
             chat, custom = chat_request(body)
@@ -260,7 +255,7 @@ class Meter:
             )
         except httpx.HTTPError as exc:
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
-            return _openai_error(502, "api_error", "upstream_unreachable", str(exc))
+            return openai_error(502, "api_error", "upstream_unreachable", str(exc))
         attempt.http_status = upstream.status_code
         attempt.status = "ok" if upstream.status_code < 400 else "upstream_error"
         return Response(upstream.status_code, self._headers(upstream), upstream.content)
@@ -283,11 +278,11 @@ class Meter:
             upstream = await self.client.send(upstream_request, stream=True)
         except httpx.ConnectError as exc:  # nothing reached the provider
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
-            return _openai_error(502, "api_error", "upstream_unreachable", str(exc))
+            return openai_error(502, "api_error", "upstream_unreachable", str(exc))
         except httpx.HTTPError as exc:  # sent, then lost: it may have been billed
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
             attempt.charge_reserved = True
-            return _openai_error(502, "api_error", "upstream_unreachable", str(exc))
+            return openai_error(502, "api_error", "upstream_unreachable", str(exc))
         attempt.http_status = upstream.status_code
         content_type = upstream.headers.get("content-type", "")
         if upstream.status_code >= 400 or not content_type.startswith("text/event-stream"):
@@ -309,7 +304,7 @@ class Meter:
             content = await upstream.aread()
         except httpx.HTTPError as exc:
             attempt.status, attempt.note, attempt.charge_reserved = "cut", type(exc).__name__, True
-            return _openai_error(502, "api_error", "upstream_cut", str(exc))
+            return openai_error(502, "api_error", "upstream_cut", str(exc))
         finally:
             await upstream.aclose()
         block = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "Request",
     "Response",
     "check_bind_address",
+    "openai_error",
     "serve_http",
     "serve_until_signal",
 ]
@@ -63,6 +65,12 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+def openai_error(status: int, kind: str, code: str, message: str) -> Response:
+    """An error answer in the OpenAI wire format: ``{"error": {type, code, message, param}}``."""
+    body = {"error": {"type": kind, "code": code, "message": message, "param": None}}
+    return Response(status, [("content-type", "application/json")], json.dumps(body).encode())
 
 
 def check_bind_address(host: str, *, allow_non_loopback: bool = False) -> None:

@@ -6,6 +6,7 @@ async with anyio.create_task_group() as tg:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio.abc
@@ -17,8 +18,12 @@ from ._faults import FAULTS, FaultPlan, Latency
 from ._openai import Provider, ProviderStatistics
 from ._tokenizer import Tokens, smollm2_gguf, smollm2_tokens
 
+LOCAL_PRICES = Path(__file__).with_name("local_prices.json")
+"""Synthetic prices for the local provider's models, so offline runs are metered like real ones."""
+
 __all__ = [
     "FAULTS",
+    "LOCAL_PRICES",
     "FaultPlan",
     "Latency",
     "Provider",

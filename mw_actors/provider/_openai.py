@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from meters import AbortConnection, Request, Response
+from meters import AbortConnection, Request, Response, openai_error
 
 from ._engine import Reply, ScriptedEngine
 from ._faults import FaultPlan
@@ -34,11 +34,6 @@ class ProviderStatistics(msgspec.Struct, frozen=True):
     by_fault: dict[str, int]
     input_tokens: int
     output_tokens: int
-
-
-def _error(status: int, kind: str, code: str, message: str) -> Response:
-    body = {"error": {"type": kind, "code": code, "message": message, "param": None}}
-    return Response(status, list(_JSON), json.dumps(body).encode())
 
 
 def _text(content: Any) -> str:
@@ -97,19 +92,23 @@ class Provider:
             "/v1/chat/completions",
             "/v1/responses",
         ):
-            return _error(404, "invalid_request_error", "not_found", f"no route {request.path}")
+            return openai_error(
+                404, "invalid_request_error", "not_found", f"no route {request.path}"
+            )
         try:
             body = json.loads(request.body)
         except ValueError:
-            return _error(400, "invalid_request_error", "invalid_json", "the body is not JSON")
+            return openai_error(
+                400, "invalid_request_error", "invalid_json", "the body is not JSON"
+            )
         fault = self.faults.fault(next(self._numbers))
         self._by_fault[fault] = self._by_fault.get(fault, 0) + 1
         if fault == "rate_limited":
-            response = _error(429, "rate_limit_error", "rate_limited", "slow down")
+            response = openai_error(429, "rate_limit_error", "rate_limited", "slow down")
             response.headers.append(("retry-after", str(self.faults.retry_after_seconds)))
             return response
         if fault == "server_error":
-            return _error(500, "server_error", "internal_error", "the engine failed")
+            return openai_error(500, "server_error", "internal_error", "the engine failed")
         if request.path == "/v1/chat/completions":
             return await self._chat(body, fault)
         return await self._responses(body, fault)
@@ -336,44 +335,14 @@ class Provider:
                 text = item["content"][0]["text"]
                 empty = {**item, "status": "in_progress", "content": []}
                 events.append(event("response.output_item.added", output_index=index, item=empty))
+                place = {"item_id": item["id"], "output_index": index, "content_index": 0}
                 part = {"type": "output_text", "text": "", "annotations": []}
-                events.append(
-                    event(
-                        "response.content_part.added",
-                        item_id=item["id"],
-                        output_index=index,
-                        content_index=0,
-                        part=part,
-                    )
-                )
+                events.append(event("response.content_part.added", **place, part=part))
                 for piece in self.tokens.pieces(text):
-                    events.append(
-                        event(
-                            "response.output_text.delta",
-                            item_id=item["id"],
-                            output_index=index,
-                            content_index=0,
-                            delta=piece,
-                        )
-                    )
-                events.append(
-                    event(
-                        "response.output_text.done",
-                        item_id=item["id"],
-                        output_index=index,
-                        content_index=0,
-                        text=text,
-                    )
-                )
-                events.append(
-                    event(
-                        "response.content_part.done",
-                        item_id=item["id"],
-                        output_index=index,
-                        content_index=0,
-                        part={**part, "text": text},
-                    )
-                )
+                    events.append(event("response.output_text.delta", **place, delta=piece))
+                events.append(event("response.output_text.done", **place, text=text))
+                done_part = {**part, "text": text}
+                events.append(event("response.content_part.done", **place, part=done_part))
             else:
                 events.append(event("response.output_item.added", output_index=index, item=item))
             events.append(event("response.output_item.done", output_index=index, item=item))

@@ -14,20 +14,17 @@ import anyio
 import pytest
 
 import meters
-from mw_actors.provider import FaultPlan, Provider, Reply, ScriptedEngine, ToolCall, serve_provider
+from mw_actors.provider import (
+    LOCAL_PRICES,
+    FaultPlan,
+    Provider,
+    Reply,
+    ScriptedEngine,
+    ToolCall,
+    serve_provider,
+)
 
-PRICES = {
-    "schema_version": 1,
-    "date": "2026-11-30",
-    "models": {
-        "local/scripted": {
-            "input_per_mtok": "0.10",
-            "cached_input_per_mtok": "0.05",
-            "output_per_mtok": "0.40",
-            "max_output_tokens": 256,
-        }
-    },
-}
+PRICES = json.loads(LOCAL_PRICES.read_text())
 SECRET = "sk-live-must-never-be-written-anywhere"
 SCRIPT = [
     Reply(content="Hello there, friend. The answer is forty-two."),
