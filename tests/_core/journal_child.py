@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 import anyio
+import structlog
 
 import mw_actors as mw
 
@@ -36,4 +37,6 @@ async def main(directory: str, writers: int) -> None:
 
 
 if __name__ == "__main__":
+    # stdout carries only acknowledgements; the journal's own events go to stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     anyio.run(main, sys.argv[1], int(sys.argv[3]), backend=sys.argv[2])

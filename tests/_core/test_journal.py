@@ -269,7 +269,10 @@ def test_kill_9_at_random_points_loses_no_acknowledged_record(
             assert proc.stdout is not None
             # wait for the first ack (start-up takes a while), then kill at a random moment
             first = proc.stdout.readline()
-            assert first.startswith(b"ack"), proc.stderr.read() if proc.stderr else first
+            if not first.startswith(b"ack"):
+                proc.kill()
+                _, err = proc.communicate()
+                pytest.fail(f"round {round_}: no acknowledgement: {first!r} {err[-500:]!r}")
             time.sleep(rng.uniform(0, 0.05))
             os.kill(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
