@@ -7,6 +7,7 @@ proxy that uses them lands next (issue 3). Errors root at
 
 from mw_errors import MeterError, UnpricedModel
 
+from ._adapter import ResponsesEvents
 from ._budget import (
     Blocked,
     Budget,
@@ -80,6 +81,7 @@ __all__ = [
     "Reservation",
     "Reserver",
     "Response",
+    "ResponsesEvents",
     "ResponsesStream",
     "SSEParser",
     "ServerSentEvent",

@@ -24,7 +24,13 @@ from typing import Any
 
 from ._usage import SSEParser
 
-__all__ = ["ChatToResponses", "chat_request", "chat_usage_to_responses", "completion_to_response"]
+__all__ = [
+    "ChatToResponses",
+    "ResponsesEvents",
+    "chat_request",
+    "chat_usage_to_responses",
+    "completion_to_response",
+]
 
 _CUSTOM_PARAMETERS = {
     "type": "object",
@@ -232,16 +238,29 @@ def completion_to_response(completion: dict[str, Any], custom: set[str]) -> dict
     )
 
 
+class ResponsesEvents:
+    """Writes Responses SSE events (``event:`` + ``data:``), numbering them in order."""
+
+    def __init__(self) -> None:
+        self._sequence = itertools.count()
+
+    def __call__(self, kind: str, **fields: Any) -> bytes:
+        data = {"type": kind, "sequence_number": next(self._sequence), **fields}
+        return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+
 class ChatToResponses:
     """Turns a streamed Chat completion into Responses SSE events, as they arrive."""
 
     def __init__(self, model: str, custom: set[str]) -> None:
         self.model = model
         self.custom = custom
-        self._sequence = itertools.count()
+        self._event = ResponsesEvents()
         self._parser = SSEParser()
         self._text: str | None = None
         self._message_id = f"msg_{uuid.uuid4().hex[:12]}"
+        # where the text part sits: the first output item's first content part
+        self._place = {"item_id": self._message_id, "output_index": 0, "content_index": 0}
         self._calls: dict[int, dict[str, str]] = {}
         self._usage: Any = None
         self._finish: str | None = None
@@ -249,10 +268,6 @@ class ChatToResponses:
         self._output: list[dict[str, Any]] = []
         # Every event of one stream names the same response.
         self._identity = (f"resp_{uuid.uuid4().hex}", int(time.time()))
-
-    def _event(self, kind: str, **fields: Any) -> bytes:
-        data = {"type": kind, "sequence_number": next(self._sequence), **fields}
-        return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
     def _start(self) -> Iterator[bytes]:
         if not self._started:
@@ -274,9 +289,7 @@ class ChatToResponses:
             part = {"type": "output_text", "text": "", "annotations": []}
             yield self._event(
                 "response.content_part.added",
-                item_id=self._message_id,
-                output_index=0,
-                content_index=0,
+                **self._place,
                 part=part,
             )
 
@@ -300,9 +313,7 @@ class ChatToResponses:
                     self._text += delta["content"]
                     yield self._event(
                         "response.output_text.delta",
-                        item_id=self._message_id,
-                        output_index=0,
-                        content_index=0,
+                        **self._place,
                         delta=delta["content"],
                     )
                 for call in delta.get("tool_calls") or []:
@@ -324,17 +335,13 @@ class ChatToResponses:
             text = self._text
             yield self._event(
                 "response.output_text.done",
-                item_id=self._message_id,
-                output_index=0,
-                content_index=0,
+                **self._place,
                 text=text,
             )
             part = {"type": "output_text", "text": text, "annotations": []}
             yield self._event(
                 "response.content_part.done",
-                item_id=self._message_id,
-                output_index=0,
-                content_index=0,
+                **self._place,
                 part=part,
             )
             item = {

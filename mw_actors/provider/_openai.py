@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from meters import AbortConnection, Request, Response, openai_error
+from meters import AbortConnection, Request, Response, ResponsesEvents, openai_error
 
 from ._engine import Reply, ScriptedEngine
 from ._faults import FaultPlan
@@ -322,12 +322,7 @@ class Provider:
         return Response(200, list(_SSE), self._responses_stream(response, fault))
 
     async def _responses_stream(self, response: dict[str, Any], fault: str) -> AsyncIterator[bytes]:
-        sequence = itertools.count()
-
-        def event(kind: str, **fields: Any) -> bytes:
-            data = {"type": kind, "sequence_number": next(sequence), **fields}
-            return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
-
+        event = ResponsesEvents()
         pending = {**response, "status": "in_progress", "output": [], "usage": None}
         events = [event("response.created", response=pending)]
         for index, item in enumerate(response["output"]):
