@@ -277,9 +277,11 @@ class Journal:
         self._segments = 0
         self._last_seq = 0
         self._durable_seq = 0
+        self._written_seq = 0
         self._pending = _Batch()
         self._wakeup = anyio.Event()
         self._closing = False
+        self._unsynced = False  # bytes written since the last fsync (writer thread only)
         self._failed: JournalFatal | None = None
         self._appended = 0
         self._batches = 0
@@ -349,14 +351,21 @@ class Journal:
         return self._enqueue(rec, "info")[1]
 
     async def sync(self) -> None:
-        """Wait until everything appended so far is fsynced."""
-        if self._pending.parts:
-            batch = self._pending
-            batch.sync = True
-            self._wakeup.set()
-            await batch.done.wait()
-            if batch.error is not None:
-                raise batch.error
+        """Wait until everything appended so far is written and fsynced.
+
+        That includes a batch the writer is busy with: the writer takes batches in
+        order, so waiting for the pending one waits for it too.
+        """
+        await self._commit()
+
+    async def _commit(self, *, closing: bool = False) -> None:
+        batch = self._pending
+        batch.sync = True
+        self._closing = self._closing or closing
+        self._wakeup.set()
+        await batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
 
     # -- the writer --------------------------------------------------------------
 
@@ -374,14 +383,16 @@ class Journal:
         return fsyncs + self._flush(chunk, sync=sync)
 
     def _flush(self, chunk: list[bytes], *, sync: bool) -> int:
-        if not chunk:
-            return 0
-        assert self._fd is not None
-        data = b"".join(chunk)
-        self._files.write(self._fd, data)
-        self._bytes += len(data)
-        if sync:
+        if chunk:
+            assert self._fd is not None
+            data = b"".join(chunk)
+            self._files.write(self._fd, data)
+            self._bytes += len(data)
+            self._unsynced = True
+        if sync and self._unsynced:  # also what earlier info-only batches wrote
+            assert self._fd is not None
             self._files.fsync(self._fd)
+            self._unsynced = False
             return 1
         return 0
 
@@ -400,7 +411,7 @@ class Journal:
             # Once closing, nothing more is enqueued: the batch taken now is the last.
             closing = self._closing
             batch, self._pending = self._pending, _Batch()
-            if batch.parts:
+            if batch.parts or (batch.sync and self._unsynced):
                 try:
                     fsyncs = await anyio.to_thread.run_sync(
                         self._write_batch, batch.parts, batch.sync
@@ -408,10 +419,12 @@ class Journal:
                 except OSError as exc:
                     self._fail(exc, batch)
                     return
-                self._batches += 1
                 self._fsyncs += fsyncs
-                if batch.sync:
-                    self._durable_seq = batch.last_seq
+                if batch.parts:
+                    self._batches += 1
+                    self._written_seq = batch.last_seq
+            if batch.sync:
+                self._durable_seq = self._written_seq
             batch.done.set()
             if closing:
                 return
@@ -434,7 +447,7 @@ class Journal:
             self._files.truncate(segment, offset)
             self._truncated = size
             log.warning("journal_torn_tail_truncated", segment=str(segment), bytes=size)
-        self._last_seq = self._durable_seq = scan.last_seq
+        self._last_seq = self._durable_seq = self._written_seq = scan.last_seq
         self._recovered = scan.count
         segments = _segments(self.directory)
         if segments and segments[-1].stat().st_size == 0:
@@ -451,11 +464,7 @@ class Journal:
 
     async def _close(self) -> None:
         if self._failed is None:
-            batch = self._pending
-            batch.sync = True
-            self._closing = True
-            self._wakeup.set()
-            await batch.done.wait()
+            await self._commit(closing=True)
 
     @property
     def failed(self) -> JournalFatal | None:

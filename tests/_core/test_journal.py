@@ -340,3 +340,41 @@ async def test_file_faults_are_fatal_and_nothing_unwritten_is_acknowledged(
     assert len(acked) < 500
     present = {e.seq for e in mw.read_journal(tmp_path, [Evidence])}
     assert set(acked) <= present
+
+
+class _GatedWrite(mw.FileOps):
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.writing = threading.Event()
+
+    def write(self, fd: int, data: bytes) -> None:
+        self.writing.set()
+        self.gate.wait(10)
+        super().write(fd, data)
+
+
+async def test_sync_waits_for_the_batch_the_writer_is_busy_with(tmp_path: Path) -> None:
+    files = _GatedWrite()
+    files.gate.set()  # let the segment header through
+    async with mw.open_journal(tmp_path, record_types=[Evidence], files=files) as journal:
+        await journal.sync()
+        files.gate.clear()
+        files.writing.clear()
+        journal.append_nowait(ev(1))  # info: the writer takes it at once, without fsync
+        while not files.writing.is_set():
+            await anyio.sleep(0.001)
+        assert journal.statistics().pending == 0  # nothing waits: the batch is in flight
+        synced = anyio.Event()
+
+        async def sync() -> None:
+            await journal.sync()
+            synced.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sync)
+            await anyio.sleep(0.05)
+            assert not synced.is_set()  # it waits for the in-flight batch...
+            files.gate.set()
+        stats = journal.statistics()
+        assert stats.durable_seq == stats.last_seq  # ...and fsyncs what it wrote
+        assert [r.index for r in await journal.replay(Evidence)] == [1]
