@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -12,25 +11,11 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-import structlog
-
 from mw_errors import ConfigError, MwError
 
+from ._common import bwrap_override, configure_logging
+
 DEFAULT_RUNS = "~/code/metaworld-runs"
-
-
-def _configure_logging(verbose: bool) -> None:
-    level = logging.DEBUG if verbose else logging.WARNING
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 def _runs_dir(flag: str | None) -> Path:
@@ -61,19 +46,13 @@ def _journal_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bwrap() -> Path | None:
-    """MW_BWRAP names a bubblewrap binary to use instead of the one found."""
-    value = os.environ.get("MW_BWRAP")
-    return Path(value) if value else None
-
-
 def _sandbox_self_test(args: argparse.Namespace) -> int:
     import anyio
     import msgspec
 
     from sandbox import self_test
 
-    report = anyio.run(partial(self_test, args.backend, bwrap=_bwrap()))
+    report = anyio.run(partial(self_test, args.backend, bwrap=bwrap_override()))
     if args.json:
         print(msgspec.json.encode(report).decode())
     else:
@@ -101,7 +80,7 @@ def _sandbox_exec(args: argparse.Namespace) -> int:
         changes["address_space"] = args.memory
     limits = limits.replace(**changes) if changes else limits
     config = SandboxConfig(scratch=args.scratch, inputs=tuple(args.input), limits=limits)
-    box = open_sandbox(args.backend, config, bwrap=_bwrap())
+    box = open_sandbox(args.backend, config, bwrap=bwrap_override())
 
     async def run() -> ExecResult:
         async with box:
@@ -247,7 +226,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    configure_logging(args.verbose)
     try:
         status: int = args.func(args)
     except MwError as exc:

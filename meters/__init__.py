@@ -26,7 +26,9 @@ from ._ledger import (
     read_ledger,
     summarize,
     summary_name,
+    write_atomically,
 )
+from ._money import usd
 from ._prices import (
     PRICES_SCHEMA_VERSION,
     ModelPrice,
@@ -99,4 +101,6 @@ __all__ = [
     "serve_until_signal",
     "summarize",
     "summary_name",
+    "usd",
+    "write_atomically",
 ]

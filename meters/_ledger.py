@@ -32,6 +32,7 @@ __all__ = [
     "read_ledger",
     "summarize",
     "summary_name",
+    "write_atomically",
 ]
 
 LEDGER_SCHEMA_VERSION = 1
@@ -186,7 +187,8 @@ def read_ledger(path: str | Path) -> list[LedgerLine]:
     return lines
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, directory fsync."""
     temp = path.with_name(f".{path.name}.tmp")
     with open(temp, "wb") as handle:
         handle.write(data)
@@ -238,7 +240,7 @@ class Ledger:
         """Fsync the lines, then rewrite the summary atomically."""
         os.fsync(self._handle.fileno())
         summary = self.summary()
-        _write_atomically(self.summary_path, encode_summary(summary))
+        write_atomically(self.summary_path, encode_summary(summary))
         return summary
 
     def close(self) -> None:

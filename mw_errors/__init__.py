@@ -22,6 +22,11 @@ The tree, drawn once::
     │   ├── JournalCorrupt          a bad line that is not a torn tail
     │   ├── JournalFatal            an fsync or write failed; the campaign stops
     │   └── JournalSchemaError      a record kind or version this build cannot read
+    ├── EvidenceError               retained evidence does not check out
+    │   ├── IntegrityError          a file's hash differs from the one pinned for it
+    │   └── FingerprintMismatch     a regrade's runtime or inputs differ from its receipt
+    ├── EditFailed                  a trial's scripted edit did not run to a clean exit
+    ├── GradingFailed               the grader process failed or answered nonsense
     ├── MeterError                  (meters/)
     │   └── UnpricedModel           a request names a model the price table lacks
     └── SandboxError                (sandbox/)
@@ -42,6 +47,11 @@ __all__ = [
     "ActorExited",
     "AskTimeout",
     "ConfigError",
+    "EditFailed",
+    "EvidenceError",
+    "FingerprintMismatch",
+    "GradingFailed",
+    "IntegrityError",
     "JournalCorrupt",
     "JournalError",
     "JournalFatal",
@@ -156,6 +166,33 @@ class JournalFatal(JournalError):
 class JournalSchemaError(JournalError):
     code = "journal_schema"
     hint = "this journal was written by a newer mw; upgrade mw to read it"
+
+
+class EvidenceError(MwError):
+    code = "evidence_error"
+    hint = "the run directory was changed after the run; restore it from the original copy"
+
+
+class IntegrityError(EvidenceError):
+    code = "integrity_mismatch"
+
+
+class FingerprintMismatch(EvidenceError):
+    code = "fingerprint_mismatch"
+    hint = (
+        "regrade with the package versions, thread settings and inputs the receipt froze "
+        "(the diff above says which differ)"
+    )
+
+
+class EditFailed(MwError):
+    code = "edit_failed"
+    hint = "the trial's journal steps hold the program's exit status and stderr"
+
+
+class GradingFailed(MwError):
+    code = "grading_failed"
+    hint = "the grader's stderr is kept under restricted/grades/; fix the cause and regrade"
 
 
 class MeterError(MwError):

@@ -21,12 +21,14 @@ import abc
 import hashlib
 import math
 import os
+import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Literal
 
+import anyio.to_thread
 import msgspec
 
 from mw_errors import (
@@ -251,6 +253,22 @@ class Sandbox(abc.ABC):
         target = self._resolve(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+        self._own(target)
+
+    async def copy_in(self, source: Path, path: str) -> None:
+        """Copy a host file into scratch (readable and writable by the program).
+
+        Streams the file, so large weights never sit in memory; replaces a file
+        the program left at ``path``.
+
+        Raises:
+            SandboxEscape: the path leaves scratch or crosses a link.
+        """
+        target = self._resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.copy-in")
+        await anyio.to_thread.run_sync(shutil.copyfile, source, temp)
+        os.replace(temp, target)
         self._own(target)
 
     async def export(self, paths: Sequence[str]) -> list[Artifact]:

