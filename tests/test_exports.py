@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-PACKAGES = ["meters", "mw_actors", "mw_errors", "sandbox"]
+PACKAGES = ["meters", "mw_actors", "mw_actors.editing", "mw_errors", "sandbox"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -178,19 +178,28 @@ class GradeJob(msgspec.Struct, frozen=True):
 
 
 class Grader(Actor[GradeJob]):
-    """Runs the grader process for each request, one at a time."""
+    """Runs the grader process for each request, one at a time.
+
+    A grade that fails is an answer, not a crash: the error goes back to the
+    asker, and the grader stays up for the next trial.
+    """
 
     def __init__(self, options: CampaignOptions) -> None:
         self.options = options
 
-    async def handle(self, job: GradeJob) -> GradeResult:
-        return await run_grader(
-            self.options.grader_argv,
-            self.options.grader_env(job.threads),
-            job.request,
-            Path(job.stderr),
-            self.options.grader_timeout,
-        )
+    async def handle(self, job: GradeJob) -> GradeResult | MwError:
+        try:
+            return await run_grader(
+                self.options.grader_argv,
+                self.options.grader_env(job.threads),
+                job.request,
+                Path(job.stderr),
+                self.options.grader_timeout,
+            )
+        except MwError as exc:
+            return exc
+        except TimeoutError:
+            return GradingFailed(f"the grader ran past {self.options.grader_timeout} s")
 
 
 def retained_inputs(layout: RunLayout, task: str) -> dict[str, Path]:
@@ -425,9 +434,11 @@ class TrialScheduler(Actor[Any]):
             git_commit=self.options.git_commit,
         )
         threads = self.loaded.config.grading.threads
-        result: GradeResult = await self.grader.ask(
+        result: GradeResult | MwError = await self.grader.ask(
             GradeJob(request, str(scores.with_suffix(".stderr")), threads), timeout=None
         )
+        if isinstance(result, MwError):
+            raise result
         inputs = retained_inputs(self.layout, trial.task)
         receipt = Receipt(
             kind="grade",

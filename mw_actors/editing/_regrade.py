@@ -96,7 +96,10 @@ async def regrade(run: Path, trial_id: str, options: CampaignOptions) -> Regrade
     layout = evidence.layout
     if trial_id not in evidence.started.trials:
         known = ", ".join(evidence.started.trials)
-        raise ConfigError(f"{run} has no trial {trial_id!r}", hint=f"trials are: {known}")
+        raise ConfigError(
+            f"{run} has no trial {trial_id!r}; its trials are {known}",
+            hint="trial ids read <task>.<arm>.<index>, e.g. completion.agent.0000",
+        )
     records = [e.rec for e in evidence.entries if getattr(e.rec, "trial_id", None) == trial_id]
     exported = next((r for r in records if isinstance(r, TrialExported)), None)
     if exported is None:
