@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/meters.py
+	OMP_NUM_THREADS=1 $(BIN)/python bench/editing.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

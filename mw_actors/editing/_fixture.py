@@ -26,6 +26,7 @@ from mw_errors import ConfigError
 from ._actions import ACTIONS_SCHEMA_VERSION
 from ._config import CONFIG_SCHEMA_VERSION
 from ._hashing import file_sha256, payload_sha256
+from ._smollm2 import SNAPSHOT_FILES
 
 __all__ = ["FIXTURE_PRICES", "write_fixture"]
 
@@ -149,21 +150,44 @@ def _ref(root: Path, path: Path) -> dict[str, str]:
     return {"path": str(path.relative_to(root)), "sha256": file_sha256(path)}
 
 
-def write_fixture(output: Path) -> Path:
+def write_fixture(output: Path, *, student: Path | None = None) -> Path:
     """Write the fixture into ``output`` (new or empty); return the config's path.
 
+    With ``student`` (a snapshot directory, e.g. from ``wsm model
+    import-smollm2``), the config uses that model instead of the tiny random
+    one and runs the scripted arms only: a smoke campaign on a real model.
+
     Raises:
-        ConfigError: ``output`` already holds files.
+        ConfigError: ``output`` already holds files, or ``student`` is not a snapshot.
     """
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise ConfigError(
             f"{output} already holds files", hint="pass a new or empty --output directory"
         )
-    student = output / "student"
-    student.mkdir(parents=True)
-    (student / "config.json").write_text(json.dumps(MODEL_CONFIG, indent=2) + "\n")
-    _weights(student / "model.safetensors")
-    _tokenizer(student / "tokenizer.json")
+    if student is not None:
+        missing = [n for n in SNAPSHOT_FILES if not (student / n).is_file()]
+        if missing:
+            raise ConfigError(
+                f"{student} is not a model snapshot: it lacks {', '.join(missing)}",
+                hint="make one with `wsm model import-smollm2 --output DIR`",
+            )
+        student = student.resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    if student is None:
+        student = output / "student"
+        student.mkdir()
+        (student / "config.json").write_text(json.dumps(MODEL_CONFIG, indent=2) + "\n")
+        _weights(student / "model.safetensors")
+        _tokenizer(student / "tokenizer.json")
+        arms: list[dict[str, object]] = [
+            {"name": "baseline"},
+            {"name": "scripted"},
+            {"name": "agent"},
+        ]
+        name, labels = "wsm-fixture", ["synthetic", "exploratory"]
+    else:
+        arms = [{"name": "baseline"}, {"name": "scripted"}]
+        name, labels = f"wsm-smoke-{student.name}", ["smoke", "exploratory"]
     datasets = output / "datasets"
     datasets.mkdir()
     data = datasets / "completion.jsonl"
@@ -190,11 +214,13 @@ def write_fixture(output: Path) -> Path:
     )
     config = {
         "schema_version": CONFIG_SCHEMA_VERSION,
-        "name": "wsm-fixture",
-        "labels": ["synthetic", "exploratory"],
+        "name": name,
+        "labels": labels,
         "student": {
-            "path": "student",
-            "files": {p.name: file_sha256(p) for p in sorted(student.iterdir())},
+            "path": str(student.relative_to(output))
+            if student.is_relative_to(output)
+            else str(student),
+            "files": {n: file_sha256(student / n) for n in SNAPSHOT_FILES},
             "payload_sha256": payload_sha256(student / "model.safetensors"),
         },
         "datasets": [
@@ -205,13 +231,14 @@ def write_fixture(output: Path) -> Path:
             }
         ],
         "arms": [
-            {"name": "baseline"},
-            {"name": "scripted", "script": _ref(output, script)},
-            {"name": "agent"},
+            {**arm, "script": _ref(output, script)} if arm["name"] == "scripted" else arm
+            for arm in arms
         ],
         "repeats": 1,
         "limits": {"policy_turns": 4, "output_tokens": 4096, "wall_seconds": 120.0},
-        "runtime": {"backend": "bwrap", "actions": _ref(output, actions)},
+        "runtime": {"backend": "bwrap", "actions": _ref(output, actions)}
+        if len(arms) == 3
+        else {"backend": "bwrap"},
         "money": {
             "prices": FIXTURE_PRICES,
             "allocation_usd": "1.00",

@@ -9,6 +9,7 @@ the weights also by tensor payload (see :mod:`._hashing`).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -51,11 +52,26 @@ def import_smollm2(output: Path) -> SnapshotManifest:
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    output.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output, safe_serialization=True)
-    tokenizer.save_pretrained(output)
-    for path in output.iterdir():
+    from safetensors.torch import save_file
+
+    # transformers marks a model loaded from GGUF as quantized and will not save it; the
+    # tensors are plain float32 by now, so write them (and a config without the marker).
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
+    if config.get("tie_word_embeddings"):
+        state.pop("lm_head.weight", None)
+    staging = output.with_name(f".{output.name}.importing")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
+    (staging / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tokenizer.save_pretrained(staging)
+    for path in staging.iterdir():
         path.chmod(0o644)
+    if output.exists():
+        output.rmdir()
+    staging.rename(output)
     missing = [name for name in SNAPSHOT_FILES if not (output / name).is_file()]
     if missing:
         raise ConfigError(f"the import did not write {', '.join(missing)}")
