@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,33 +15,44 @@ from .conftest import ROOT, wsm
 
 pytestmark = pytest.mark.timeout(300)
 
+# The walkthrough of the issue that specified `wsm benchmark`, verbatim.
+WALKTHROUGH = """\
+python scripts/benchmark_fixture.py --output /tmp/wsm-benchmark-inputs
+wsm benchmark preflight --config /tmp/wsm-benchmark-inputs/config.json
+OMP_NUM_THREADS=1 wsm benchmark run --config /tmp/wsm-benchmark-inputs/config.json \
+--output /tmp/wsm-benchmark-run --local-trusted > /tmp/wsm-benchmark-report.json
+wsm benchmark report /tmp/wsm-benchmark-run > /tmp/wsm-benchmark-report-again.json
+cmp /tmp/wsm-benchmark-report.json /tmp/wsm-benchmark-report-again.json
+wsm benchmark report /tmp/wsm-benchmark-run --markdown > /tmp/wsm-benchmark-report.md
+OMP_NUM_THREADS=1 wsm benchmark regrade /tmp/wsm-benchmark-run --trial-id completion.agent.0000
+"""  # the backslash-newline joins the long run line, as the issue wrote it
 
-def test_walkthrough_as_written(tmp_path: Path) -> None:
-    inputs, run = tmp_path / "wsm-benchmark-inputs", tmp_path / "wsm-benchmark-run"
-    made = subprocess.run(
-        [sys.executable, "scripts/benchmark_fixture.py", "--output", str(inputs)],
+
+def test_the_readme_walkthrough_runs_exactly_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```sh\n(.*?)```", readme, re.S) if "wsm-benchmark-inputs" in b
+    ]
+    assert block == WALKTHROUGH
+    venv_bin = Path(sys.executable).parent
+    script = "set -euo pipefail\n" + block.replace("/tmp/", f"{tmp_path}/")
+    done = subprocess.run(
+        ["bash", "-c", script],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        env={**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}"},
         check=False,
     )
-    assert made.returncode == 0, made.stderr
-    config = str(inputs / "config.json")
+    assert done.returncode == 0, done.stderr
+    assert "schedule: 3 trials" in done.stdout
+    assert "external calls: 0" in done.stdout
+    assert "worst-case new reservation: $0.04" in done.stdout
+    regraded = json.loads(done.stdout[done.stdout.index("{") :])
+    assert regraded["trial_id"] == "completion.agent.0000"
+    assert regraded["comparison"]["matches"] is True and regraded["comparison"]["cases"] == 32
 
-    pre = wsm("benchmark", "preflight", "--config", config)
-    assert pre.returncode == 0, pre.stderr.decode()
-    text = pre.stdout.decode()
-    assert "schedule: 3 trials" in text
-    assert "external calls: 0" in text
-    assert "worst-case new reservation: $0.04" in text
-
-    ran = wsm("benchmark", "run", "--config", config, "--output", str(run), "--local-trusted")
-    assert ran.returncode == 0, ran.stderr.decode()
-    again = wsm("benchmark", "report", str(run))
-    assert again.returncode == 0, again.stderr.decode()
-    assert again.stdout == ran.stdout  # the `cmp` of the walkthrough
-
-    report = json.loads(ran.stdout)
+    report = json.loads((tmp_path / "wsm-benchmark-report.json").read_text())
     assert report["labels"] == ["synthetic", "exploratory"]
     assert report["local_trusted"] is True and report["isolated"] is False
     assert [t["trial_id"] for t in report["trials"]] == [
@@ -56,17 +69,9 @@ def test_walkthrough_as_written(tmp_path: Path) -> None:
         "scripted_worse_than_baseline": True,
         "agent_restores_baseline": True,
     }
-
-    markdown = wsm("benchmark", "report", str(run), "--markdown")
-    assert markdown.returncode == 0
-    assert b"| completion.agent.0000 | completed |" in markdown.stdout
-
-    regraded = wsm("benchmark", "regrade", str(run), "--trial-id", "completion.agent.0000")
-    assert regraded.returncode == 0, regraded.stderr.decode()
-    outcome = json.loads(regraded.stdout)
-    assert outcome["comparison"]["matches"] is True
-    assert outcome["comparison"]["cases"] == 32
-    assert outcome["previous_sha256"] == report["trials"][2]["receipts"][0]["sha256"]
+    assert regraded["previous_sha256"] == report["trials"][2]["receipts"][0]["sha256"]
+    markdown = (tmp_path / "wsm-benchmark-report.md").read_text()
+    assert "| completion.agent.0000 | completed |" in markdown
 
 
 @pytest.mark.slow
