@@ -29,6 +29,7 @@ __all__ = [
     "Ledger",
     "LedgerLine",
     "LedgerSummary",
+    "encode_summary",
     "read_ledger",
     "summarize",
     "summary_name",

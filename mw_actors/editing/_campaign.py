@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,18 @@ import anyio
 import msgspec
 import structlog
 
-from meters import Blocked, usd, write_atomically
+from meters import (
+    Blocked,
+    Budget,
+    LocalReserver,
+    MeterConfig,
+    encode_summary,
+    read_ledger,
+    serve_meter,
+    summarize,
+    usd,
+    write_atomically,
+)
 from mw_errors import (
     ConfigError,
     FingerprintMismatch,
@@ -55,6 +67,7 @@ from ._editors import EditContext, run_agent, run_scripted
 from ._grading import GradeAnswer, GradeRequest, GradeResult
 from ._hashing import file_sha256, payload_sha256
 from ._layout import RunLayout
+from ._policy import run_policy
 from ._preflight import check_runtime, load_checked_policy, preflight, trial_envelope
 from ._records import (
     EDITING_RECORDS,
@@ -299,7 +312,21 @@ class TrialScheduler(Actor[Any]):
         completed = 0
         for trial in trials:
             completed += await self._trial(trial) == "completed"
+        self._write_wire_ledger()
         await self.journal.append(CampaignEnded(completed=completed, trials=len(trials)))
+
+    def _write_wire_ledger(self) -> None:
+        """``wire_ledger.json``: the host role's spend over every trial's ledger lines."""
+        lines = []
+        for path in sorted((self.layout.root / "trials").glob("*/policy/ledger/ledger.jsonl")):
+            lines.extend(read_ledger(path))
+        summary = summarize(
+            lines,
+            "host",
+            allocation_usd=self.loaded.allocation,
+            prices_date=self.loaded.prices.date if self.loaded.prices else None,
+        )
+        write_atomically(self.layout.root / "wire_ledger.json", encode_summary(summary))
 
     async def terminate(self, ctx: ActorContext, reason: object, interrupted: bool) -> None:
         self.done.set()
@@ -331,19 +358,24 @@ class TrialScheduler(Actor[Any]):
                     trial_id=trial.id, reservation_id=outcome.id, amount_usd=usd(envelope)
                 )
             )
-        spent = Decimal(0)
+        self.spent = Decimal(0)
         try:
-            artifact = await self._edit(trial)
+            artifact = await self._edit(trial, envelope)
             await self._grade(trial, artifact)
         except MwError as exc:
             log.warning("trial_failed", trial=trial.id, error=exc.render())
-            await self._end(trial, "failed", exc.render(), spent, reservation)
+            await self._end(trial, "failed", exc.render(), self.spent, reservation)
             return "failed"
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._end(trial, "cancelled", "the campaign was stopped", spent, reservation)
+                reason = "the campaign was stopped"
+                await self._end(trial, "cancelled", reason, self.spent, reservation)
             raise
-        await self._end(trial, "completed", None, spent, reservation)
+        except Exception as exc:  # a bug: still exactly one terminal record, then crash
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            await self._end(trial, "failed", reason, self.spent, reservation)
+            raise
+        await self._end(trial, "completed", None, self.spent, reservation)
         return "completed"
 
     async def _end(
@@ -371,7 +403,48 @@ class TrialScheduler(Actor[Any]):
             ),
         )
 
-    async def _edit(self, trial: Trial) -> ArtifactHashes:
+    async def _policy_edit(self, ctx: EditContext, trial: Trial, envelope: Decimal) -> None:
+        """Run the LLM policy through a meter of its own, capped at the trial's envelope."""
+        policy = self.policy
+        assert policy is not None
+        assert self.loaded.prices is not None
+        ledger_dir = self.layout.policy(trial.id) / "ledger"
+        config = MeterConfig(
+            role="host",
+            upstream=policy.endpoint,
+            prices=self.loaded.prices,
+            ledger_dir=ledger_dir,
+            api_key=self.options.secrets.get(policy.credential_env),
+            allocation_usd=envelope,
+        )
+        refused: MwError | None = None  # raised outside the task group, not in a group
+        try:
+            async with anyio.create_task_group() as tg:
+                port = await tg.start(
+                    partial(serve_meter, config, reserver=LocalReserver(Budget(envelope)))
+                )
+                try:
+                    await run_policy(
+                        ctx,
+                        policy,
+                        f"http://127.0.0.1:{port}",
+                        turns=min(self.loaded.config.limits.policy_turns, policy.max_turns),
+                        output_tokens=self.loaded.config.limits.output_tokens,
+                        record_dir=self.layout.policy(trial.id),
+                        run_root=self.layout.root,
+                    )
+                except MwError as exc:
+                    refused = exc
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            path = ledger_dir / "ledger.jsonl"
+            lines = read_ledger(path) if path.exists() else []
+            self.spent = Decimal(summarize(lines, "host").cost_usd)
+        if refused is not None:
+            raise refused
+
+    async def _edit(self, trial: Trial, envelope: Decimal) -> ArtifactHashes:
         original = self.loaded.resolve(self.loaded.config.student.path) / "model.safetensors"
         sandbox = open_sandbox(self.backend, self._sandbox_config(trial), bwrap=self.options.bwrap)
         async with sandbox:
@@ -386,9 +459,11 @@ class TrialScheduler(Actor[Any]):
             await ctx.restore()
             if trial.arm == "scripted":
                 await run_scripted(ctx, "inputs/program/script.py")
+            elif trial.arm == "agent" and self.policy is not None:
+                await self._policy_edit(ctx, trial, envelope)
             elif trial.arm == "agent":
                 ref = self.loaded.config.runtime.actions
-                assert ref is not None, "LLM policies are dispatched elsewhere"
+                assert ref is not None, "a checked config has actions or a policy"
                 actions = load_actions(self.loaded.resolve(ref.path)).actions
                 await run_agent(ctx, actions, self.loaded.config.limits.policy_turns)
             [exported] = await sandbox.export(["model.safetensors"])
@@ -491,11 +566,6 @@ async def run_campaign(loaded: Loaded, output: Path, options: CampaignOptions) -
         raise ConfigError(
             "runtime.backend is 'local', which runs untrusted edits without isolation",
             hint="pass --local-trusted to accept that, or set runtime.backend to 'bwrap'",
-        )
-    if loaded.config.runtime.policy is not None:
-        raise ConfigError(
-            "LLM editing policies (runtime.policy) are not wired to a wire meter yet",
-            hint="use runtime.actions (the synthetic agent) for now",
         )
     if await anyio.Path(output).exists():
         raise ConfigError(

@@ -58,6 +58,7 @@ class Fingerprint(msgspec.Struct, frozen=True, kw_only=True):
     omp_num_threads: str | None
     git_commit: str
     machine: str
+    grader_version: str = GRADER_VERSION
 
 
 class GradeRequest(msgspec.Struct, frozen=True, kw_only=True):
