@@ -88,3 +88,36 @@ def test_the_same_campaign_in_the_bwrap_sandbox(fixture_master: Path, tmp_path: 
     # The sandbox ran as the unprivileged sandbox user: scratch files belong to it.
     scratch = run / "trials" / "completion.scripted.0000" / "scratch"
     assert scratch.stat().st_uid == 65534
+
+
+@pytest.mark.slow
+def test_a_sandboxed_edit_sees_only_public_inputs(fixture_config: Path, tmp_path: Path) -> None:
+    from mw_actors import read_journal
+    from mw_actors._reserver import BUDGET_RECORDS
+    from mw_actors.editing import EDITING_RECORDS
+    from mw_actors.editing._records import TrialStep
+
+    from .conftest import edit_config, repin
+
+    run = tmp_path / "run"
+    private = run / "restricted" / "inputs" / "completion" / "private.jsonl"
+    script = fixture_config.parent / "script.py"
+    script.write_text(
+        "import os\n"
+        "print(sorted(os.listdir('inputs')), sorted(os.listdir('inputs/public')))\n"
+        f"for path in ({str(private)!r}, {str(fixture_config.parent / 'datasets')!r}):\n"
+        "    try:\n"
+        "        print('READ', open(path).read()[:9])\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', type(exc).__name__)\n"
+    )
+    repin(fixture_config, script)
+    edit_config(fixture_config, lambda d: d.update(arms=[d["arms"][1]]))
+    ran = wsm("benchmark", "run", "--config", str(fixture_config), "--output", str(run))
+    assert ran.returncode == 0, ran.stderr.decode()
+    entries = read_journal(run / "journal", [*BUDGET_RECORDS, *EDITING_RECORDS])
+    (step,) = [e.rec for e in entries if isinstance(e.rec, TrialStep)]
+    lines = step.stdout_tail.splitlines()
+    assert lines[0] == "['program', 'public', 'student'] ['completion.jsonl']"
+    assert lines[1:] == ["DENIED FileNotFoundError", "DENIED FileNotFoundError"]
+    assert private.is_file()  # it exists on the host, just not in the sandbox
