@@ -172,6 +172,78 @@ def _meter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_split(flag: int | None) -> int | None:
+    """``--train-split``, else MW_TRAIN_SPLIT (a prefix of the stream for smoke runs)."""
+    if flag is not None:
+        return flag
+    value = os.environ.get("MW_TRAIN_SPLIT")
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(
+            f"MW_TRAIN_SPLIT={value!r} is not a number of serving cases",
+            hint="unset it, or set it to e.g. 24 for a two-block smoke run",
+        ) from None
+
+
+def _plan(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from mw_actors.serve_learn import plan, read_scenario
+
+    if args.dataset is None:
+        raise ConfigError(
+            f"scenario {args.scenario!r} needs --dataset",
+            hint="pass --dataset DIR, a ServeLearnBench dataset/ folder (data/ and environments/)",
+        )
+    schedule = plan(
+        read_scenario(Path(args.dataset), args.scenario), _train_split(args.train_split)
+    )
+    if args.json:
+        print(msgspec.json.encode(schedule).decode())
+        return 0
+    print(
+        f"{schedule.scenario}: {schedule.serving_total} serving cases in blocks of "
+        f"{schedule.block_size}, {schedule.test_total} test cases"
+    )
+    for w in schedule.windows:
+        print(
+            f"  window {w.window}: {w.serving} serving, {w.test} test, last position "
+            f"{w.last_position}, tested on v{w.test_version} ({w.unlearned} unlearned)"
+        )
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from mw_actors.serve_learn import averages, score_file
+
+    scores = [score_file(Path(path)) for path in args.results]
+    means = averages(scores)
+    if args.json:  # one object per results file, in the order given
+        print(msgspec.json.encode(scores).decode())
+        return 0
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    print(f"{'scenario':<16} {'method':<12} {'model':<28} {'hidden':>7} {'full':>7} {'tests':>6}")
+    for s in scores:
+        print(
+            f"{s.scenario:<16} {s.method:<12} {s.model:<28} {cell(s.hidden):>7} "
+            f"{cell(s.fully_specified):>7} {s.n_test:>6}"
+        )
+    for a in means:
+        print(
+            f"average {a.method} / {a.model}: hidden {cell(a.avg_hidden)} (over 9 settings), "
+            f"fully specified {cell(a.avg_fully_specified)} (over 6)"
+        )
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log runtime events")
@@ -215,6 +287,20 @@ def _parser() -> argparse.ArgumentParser:
     meter.add_argument("--ledger-dir", required=True)
     meter.add_argument("--allocation", help="the cumulative allocation in USD")
     meter.set_defaults(func=_meter)
+
+    serve = commands.add_parser("serve-learn", help="serve-and-learn campaigns")
+    serve_commands = serve.add_subparsers(dest="serve_command", required=True)
+    plan = serve_commands.add_parser("plan", help="the schedule: blocks and test versions")
+    plan.add_argument("scenario")
+    plan.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
+    plan.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
+    plan.set_defaults(func=_plan)
+
+    score = commands.add_parser("score", help="setting scores of results files, as slb score")
+    score.add_argument("results", nargs="+", help="results JSONL files")
+    score.add_argument("--json", action="store_true", help="print one JSON object")
+    score.set_defaults(func=_score)
 
     journal = commands.add_parser("journal", help="inspect a campaign journal")
     journal_commands = journal.add_subparsers(dest="journal_command", required=True)

@@ -8,7 +8,14 @@ import types
 
 import pytest
 
-PACKAGES = ["meters", "mw_actors", "mw_actors.editing", "mw_errors", "sandbox"]
+PACKAGES = [
+    "meters",
+    "mw_actors",
+    "mw_actors.editing",
+    "mw_actors.serve_learn",
+    "mw_errors",
+    "sandbox",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
