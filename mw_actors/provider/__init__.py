@@ -13,9 +13,10 @@ import anyio.abc
 
 from meters import serve_http
 
-from ._engine import Reply, ScriptedEngine, ToolCall
+from ._engine import Engine, Reply, ScriptedEngine, ToolCall
 from ._faults import FAULTS, FaultPlan, Latency
 from ._openai import Provider, ProviderStatistics
+from ._synthetic_host import SyntheticHost
 from ._tokenizer import Tokens, smollm2_gguf, smollm2_tokens
 
 LOCAL_PRICES = Path(__file__).with_name("local_prices.json")
@@ -24,12 +25,14 @@ LOCAL_PRICES = Path(__file__).with_name("local_prices.json")
 __all__ = [
     "FAULTS",
     "LOCAL_PRICES",
+    "Engine",
     "FaultPlan",
     "Latency",
     "Provider",
     "ProviderStatistics",
     "Reply",
     "ScriptedEngine",
+    "SyntheticHost",
     "Tokens",
     "ToolCall",
     "serve_provider",

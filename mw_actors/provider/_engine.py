@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from mw_errors import ConfigError
 
-__all__ = ["Reply", "ScriptedEngine", "ToolCall"]
+__all__ = ["Engine", "Reply", "ScriptedEngine", "ToolCall"]
 
 
 class ToolCall(msgspec.Struct, frozen=True):
@@ -31,6 +31,17 @@ class ToolCall(msgspec.Struct, frozen=True):
 class Reply(msgspec.Struct, frozen=True):
     content: str = ""
     tool_calls: list[ToolCall] = []
+    reasoning: str = ""  # sent as the message's reasoning_content (Chat Completions)
+
+
+class Engine(Protocol):
+    """What decides the local provider's answers."""
+
+    name: str
+
+    def respond(self, conversation: list[dict[str, Any]], assistant_turns: int) -> Reply:
+        """The answer to ``conversation`` (chat messages or Responses input items)."""
+        ...
 
 
 class ScriptedEngine:
@@ -58,3 +69,6 @@ class ScriptedEngine:
 
     def reply(self, assistant_turns: int) -> Reply:
         return self.script[assistant_turns % len(self.script)]
+
+    def respond(self, conversation: list[dict[str, Any]], assistant_turns: int) -> Reply:
+        return self.reply(assistant_turns)

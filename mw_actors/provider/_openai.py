@@ -19,7 +19,7 @@ import msgspec
 
 from meters import AbortConnection, Request, Response, ResponsesEvents, openai_error
 
-from ._engine import Reply, ScriptedEngine
+from ._engine import Engine, Reply, ScriptedEngine
 from ._faults import FaultPlan
 from ._tokenizer import Tokens, smollm2_tokens
 
@@ -64,11 +64,11 @@ class Provider:
 
     def __init__(
         self,
-        engine: ScriptedEngine | None = None,
+        engine: Engine | None = None,
         faults: FaultPlan | None = None,
         tokens: Tokens | None = None,
     ) -> None:
-        self.engine = engine or ScriptedEngine()
+        self.engine: Engine = engine or ScriptedEngine()
         self.faults = faults or FaultPlan()
         self.tokens = tokens or smollm2_tokens()
         self._numbers = itertools.count()
@@ -120,8 +120,10 @@ class Provider:
     ) -> tuple[int, int]:
         """Prompt and completion tokens, counted with SmolLM2's tokenizer and chat format."""
         count = self.tokens.count
-        output = count(reply.content) + sum(
-            count(call.name + call.arguments_json) for call in reply.tool_calls
+        output = (
+            count(reply.reasoning)
+            + count(reply.content)
+            + sum(count(call.name + call.arguments_json) for call in reply.tool_calls)
         )
         input_tokens = self.tokens.chat_prompt(messages) + (
             count(json.dumps(tools)) if tools else 0
@@ -152,7 +154,7 @@ class Provider:
             if isinstance(m, dict)
         ]
         turns = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
-        reply = self.engine.reply(turns)
+        reply = self.engine.respond(messages, turns)
         prompt_tokens, completion_tokens = self._usage_counts(prompt, body.get("tools"), reply)
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -167,6 +169,8 @@ class Provider:
             if fault == "malformed_json":
                 return Response(200, list(_JSON), b'{"id": "broken", "choices": [')
             message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+            if reply.reasoning:
+                message["reasoning_content"] = reply.reasoning
             if reply.tool_calls:
                 message["tool_calls"] = [
                     {
@@ -272,7 +276,7 @@ class Provider:
             if isinstance(item, dict)
             and (item.get("role") == "assistant" or item.get("type") == "function_call")
         )
-        reply = self.engine.reply(turns)
+        reply = self.engine.respond(items, turns)
         input_tokens, output_tokens = self._usage_counts(prompt, body.get("tools"), reply)
         usage = {
             "input_tokens": input_tokens,
