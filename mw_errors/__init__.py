@@ -27,6 +27,7 @@ The tree, drawn once::
     │   └── FingerprintMismatch     a regrade's runtime or inputs differ from its receipt
     ├── EditFailed                  a trial's scripted edit did not run to a clean exit
     ├── GradingFailed               the grader process failed or answered nonsense
+    ├── ProviderRefused             the meter or the provider answered an episode with an error
     ├── MeterError                  (meters/)
     │   └── UnpricedModel           a request names a model the price table lacks
     └── SandboxError                (sandbox/)
@@ -61,6 +62,7 @@ __all__ = [
     "MeterError",
     "MwError",
     "OutputLimitExceeded",
+    "ProviderRefused",
     "ResourceLimitExceeded",
     "RestartIntensityExceeded",
     "RuntimeClosed",
@@ -193,6 +195,11 @@ class EditFailed(MwError):
 class GradingFailed(MwError):
     code = "grading_failed"
     hint = "the grader's stderr is kept under restricted/grades/; fix the cause and regrade"
+
+
+class ProviderRefused(MwError):
+    code = "provider_refused"
+    hint = "the meter or the provider refused the request; its ledger line says why"
 
 
 class MeterError(MwError):
