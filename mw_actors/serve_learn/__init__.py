@@ -1,27 +1,42 @@
 """Serve-and-learn campaigns: ServeLearnBench with the MWM method.
 
-This slice holds the scenario reader (evaluators kept apart from anything an
-agent sees), the schedule (blocks of 12, each window's test version) and the
-scorer (``mw score``, as ``slb score`` computes it). See docs/design/serve_learn.md.
+The scenario reader (evaluators kept apart from anything an agent sees), the
+schedule (blocks of 12, each window's test version), the synthetic evolving
+scenario, the acting loop, the methods (``mwm-local``, ``blind``), the
+campaign as supervised actors, and the scorer (``mw score``, as ``slb score``
+computes it). See docs/design/serve_learn.md.
 """
 
+from ._campaign import CampaignSpec, RunDir, run_campaign, write_outputs
+from ._methods import METHODS, make_method
+from ._records import SERVE_LEARN_RECORDS, EpisodeEnded
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
+from ._synthetic import write_synthetic
 
 __all__ = [
     "BLOCK_SIZE",
+    "METHODS",
     "OFFICIAL_SCENARIOS",
+    "SERVE_LEARN_RECORDS",
     "Averages",
+    "CampaignSpec",
+    "EpisodeEnded",
     "Plan",
+    "RunDir",
     "Scenario",
     "SettingScore",
     "Task",
     "Window",
     "WindowPlan",
     "averages",
+    "make_method",
     "plan",
     "read_evaluators",
     "read_scenario",
+    "run_campaign",
     "score_file",
+    "write_outputs",
+    "write_synthetic",
 ]

@@ -1,0 +1,632 @@
+"""A serve-and-learn campaign as supervised actors over one journal.
+
+::
+
+    root (one_for_one)
+     ├─ reserver            the cumulative allocation; the host meter reserves from it
+     └─ campaign (rest_for_one)
+          ├─ learner        block k's evidence -> version v(k+1), exactly once
+          ├─ stream         block k served in parallel against v(k)
+          └─ waiter         window w's tests on v(test_version(w)), as soon as it exists
+
+The host meter (with the local provider behind it for ``local/...`` models)
+runs beside the tree for the campaign's life. Evidence is journaled before it
+is acknowledged; on resume, finished episodes are kept, episodes that were
+started and never ended are ended as ``unknown`` (never re-run), and a block
+whose serving is complete but whose version is missing is learned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import httpx
+import structlog
+
+import meters
+from mw_errors import ConfigError, ProviderRefused
+
+from .._core._actor import Actor, ActorContext, ActorRef
+from .._core._journal import Journal, read_journal
+from .._core._runtime import open_runtime
+from .._core._spec import ChildSpec, SupervisorSpec
+from .._core._supervisor import supervisor
+from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
+from ..provider import LOCAL_PRICES, FaultPlan, Latency, Provider, SyntheticHost, serve_provider
+from ._acting import SyntheticEnvironment, run_episode, score_line
+from ._methods import Method, make_method
+from ._records import (
+    SERVE_LEARN_RECORDS,
+    BlockLearned,
+    CampaignEnded,
+    CampaignStarted,
+    EpisodeEnded,
+    EpisodeStarted,
+    WindowTested,
+)
+from ._scenario import Scenario, Task, read_evaluators, read_scenario
+from ._schedule import Plan, plan
+
+__all__ = ["CampaignSpec", "RunDir", "run_campaign", "write_outputs"]
+
+log = structlog.get_logger("mw.serve_learn")
+RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """A campaign, decided by the caller (``bin/`` reads the environment, not this)."""
+
+    tag: str
+    scenario: str
+    dataset: Path
+    runs: Path
+    method: str = "mwm-local"
+    model: str = "local/scripted"
+    train_split: int | None = None
+    concurrency: int = 4
+    allocation_usd: Decimal = Decimal("5")
+    waiter: Literal["pipelined", "after_training"] = "pipelined"
+    latency: Latency | None = None  # the local provider's emulated latency
+    resume: bool = False
+
+
+class RunDir:
+    """``$MW_RUNS/$MW_TAG/``, as DESIGN.md lays it out."""
+
+    def __init__(self, runs: Path, tag: str, scenario: str) -> None:
+        self.root = runs / tag
+        self.tag = tag
+        self.scenario = scenario
+        self.journal = self.root / "journal"
+        self.run_log = self.root / "run.log"
+        self.test_log = self.root / "test.log"
+        self.steps = self.root / tag / "steps.jsonl"
+        self.checkout = self.root / tag / "checkout"
+        self.evidence = self.root / "task" / "evidence"
+        self.results = self.root / "task" / "results" / f"{scenario}_mwm.jsonl"
+
+    def version_dir(self, digest: str) -> Path:
+        return self.checkout / "versions" / digest
+
+
+class Versions:
+    """Which checkpoint versions exist, and where; waiting for one is an event."""
+
+    def __init__(self, v0: Path) -> None:
+        self._dirs: dict[int, Path] = {0: v0}
+        self._events: dict[int, anyio.Event] = {}
+
+    def publish(self, version: int, directory: Path) -> None:
+        self._dirs[version] = directory
+        self._events.setdefault(version, anyio.Event()).set()
+
+    def dir(self, version: int) -> Path:
+        return self._dirs[version]
+
+    def exists(self, version: int) -> bool:
+        return version in self._dirs
+
+    async def wait(self, version: int) -> Path:
+        if version not in self._dirs:
+            await self._events.setdefault(version, anyio.Event()).wait()
+        return self._dirs[version]
+
+
+class Shared:
+    """What the campaign's actors share: the scenario, the schedule, the state so far."""
+
+    def __init__(self, spec: CampaignSpec, run: RunDir, scenario: Scenario, schedule: Plan) -> None:
+        self.spec = spec
+        self.run = run
+        self.scenario = scenario
+        self.plan = schedule
+        self.method: Method = make_method(spec.method)
+        env = spec.dataset / "environments" / spec.scenario
+        self.tools = json.loads((env / "tools.json").read_text())
+        self.world = json.loads((env / "world.json").read_text())["cases"]
+        self.system = (
+            (env / "system_prompt.txt").read_text() + "\n" + (env / "policy.md").read_text()
+        )
+        self.evaluators = read_evaluators(spec.dataset, spec.scenario)  # the verifier's, only
+        self.versions = Versions(run.checkout / "versions" / "v0")
+        self.ended: dict[str, EpisodeEnded] = {}
+        self.learned: set[int] = set()
+        self.tested: set[int] = set()
+        self.blocked = anyio.Event()
+        self.stream_done = anyio.Event()
+        self.learner_done = anyio.Event()
+        self.waiter_done = anyio.Event()
+        self.client: httpx.AsyncClient | None = None
+        self.limiter = anyio.CapacityLimiter(spec.concurrency)
+
+    def serving_blocks(self) -> list[list[Task]]:
+        cases = self.scenario.serving[: self.plan.serving_total]
+        size = self.plan.block_size
+        return [cases[i : i + size] for i in range(0, len(cases), size)]
+
+
+async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, version: int) -> None:
+    """Play one task once, journal its one terminal record, keep its evidence."""
+    if task.task_id in shared.ended or shared.blocked.is_set():
+        return
+    await journal.append(EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version))  # type: ignore[arg-type]
+    env = SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
+    version_dir = shared.versions.dir(version)
+    assert shared.client is not None
+    status: Any = "finished"
+    reward, tokens_in, tokens_out, trace = 0.0, 0, 0, []
+    try:
+        async with shared.limiter:
+            episode = await run_episode(
+                shared.client,
+                model=shared.spec.model,
+                system_prompt=shared.system,
+                task=task,
+                env=env,
+                wm=shared.method.wm(version_dir),
+                mwm_context=shared.method.context(),
+            )
+        status, reward, trace = episode.status, episode.reward, episode.trace
+        tokens_in, tokens_out = episode.input_tokens, episode.output_tokens
+    except ProviderRefused as exc:
+        status = "budget_blocked" if "budget_blocked" in str(exc) else "failed"
+        if status == "budget_blocked":
+            shared.blocked.set()
+        log.warning("episode_refused", task=task.task_id, error=exc.message)
+    evidence = shared.run.evidence / f"{task.task_id}.json"
+    block = task.timestamp - 1 if phase == "serving" else None
+    record = {
+        "task_id": task.task_id,
+        "phase": phase,
+        "window": task.window,
+        "timestamp": task.timestamp,
+        "block": None if block is None else block // shared.plan.block_size,
+        "checkpoint": version,
+        "instruction": task.instruction,
+        "trace": trace,
+        "reward": reward,
+        "feedback": score_line(reward) if phase == "serving" else None,
+    }
+    await anyio.Path(evidence).write_bytes(json.dumps(record).encode())
+    ended = EpisodeEnded(
+        task_id=task.task_id,
+        phase=phase,  # type: ignore[arg-type]
+        window=task.window,
+        timestamp=task.timestamp,
+        category=task.category,
+        checkpoint=version,
+        status=status,
+        reward=reward,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        evidence=str(evidence.relative_to(shared.run.root)),
+    )
+    await journal.append(ended)
+    shared.ended[task.task_id] = ended
+
+
+class Learner(Actor[int]):
+    """Learns block k into v(k+1), exactly once; a restart learns what is pending."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    async def init(self, ctx: ActorContext) -> object:
+        self.ctx = ctx
+        journal = ctx.runtime.journal
+        assert journal is not None
+        self.journal: Journal = journal
+        return None
+
+    async def handle(self, block: int) -> None:
+        shared = self.shared
+        if block in shared.learned:
+            return
+        started = time.perf_counter()
+        evidence = []
+        for earlier in shared.serving_blocks()[: block + 1]:
+            for task in earlier:
+                path = shared.run.evidence / f"{task.task_id}.json"
+                if path.is_file():
+                    evidence.append(json.loads(path.read_text()))
+        staging = shared.run.checkout / "staging"
+        shutil.rmtree(staging, ignore_errors=True)
+        await anyio.to_thread.run_sync(shared.method.learn, evidence, block, staging)
+        digest = _digest(staging)
+        target = shared.run.version_dir(digest)
+        if target.exists():
+            shutil.rmtree(staging)
+        else:
+            os.replace(staging, target)
+        duration = time.perf_counter() - started
+        await self.journal.append(
+            BlockLearned(
+                block=block,
+                version=block + 1,
+                cases=len(shared.serving_blocks()[block]),
+                digest=digest,
+                duration=round(duration, 4),
+            )
+        )
+        shared.learned.add(block)
+        step = {
+            "block": block,
+            "cases": len(shared.serving_blocks()[block]),
+            "version": block + 1,
+            "digest": digest,
+            "learner_tokens": 0,
+            "learner_cost_usd": "0",
+            "duration": round(duration, 4),
+        }
+        await _append(shared.run.steps, json.dumps(step))
+        shared.versions.publish(block + 1, target)
+        if len(shared.learned) == shared.plan.blocks:
+            shared.learner_done.set()
+
+
+async def _append(path: Path, line: str) -> None:
+    def write() -> None:
+        with open(path, "a") as handle:
+            handle.write(line + "\n")
+
+    await anyio.to_thread.run_sync(write)
+
+
+def _digest(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class Stream(Actor[Any]):
+    """Serves the stream block by block; block k waits for v(k)."""
+
+    def __init__(self, shared: Shared, learner: ActorRef[int]) -> None:
+        self.shared = shared
+        self.learner = learner
+
+    async def init(self, ctx: ActorContext) -> object:
+        journal = ctx.runtime.journal
+        assert journal is not None
+        self.journal: Journal = journal
+        return None
+
+    async def run(self, ctx: ActorContext) -> None:
+        shared = self.shared
+        for block, tasks in enumerate(shared.serving_blocks()):
+            if shared.blocked.is_set():
+                break
+            await shared.versions.wait(block)
+            async with anyio.create_task_group() as tg:
+                for task in tasks:
+                    tg.start_soon(_episode, shared, self.journal, task, "serving", block)
+            if shared.blocked.is_set():
+                break
+            if len(tasks) == shared.plan.block_size and block not in shared.learned:
+                await self.learner.tell(block)
+        shared.stream_done.set()
+        if shared.blocked.is_set():
+            shared.learner_done.set()
+
+
+class Waiter(Actor[Any]):
+    """Tests window w on v(test_version(w)) as soon as it exists; tests never learn."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    async def init(self, ctx: ActorContext) -> object:
+        journal = ctx.runtime.journal
+        assert journal is not None
+        self.journal: Journal = journal
+        return None
+
+    async def run(self, ctx: ActorContext) -> None:
+        shared = self.shared
+        if shared.spec.waiter == "after_training":
+            await shared.stream_done.wait()
+            await _either(shared.learner_done, shared.blocked)
+        for window in shared.plan.windows:
+            if window.window in shared.tested:
+                continue
+            if not shared.versions.exists(window.test_version):
+                await _either_version(shared, window.test_version)
+            if shared.blocked.is_set():
+                break
+            tests = [t for t in shared.scenario.test if t.window == window.window]
+            async with anyio.create_task_group() as tg:
+                for task in tests:
+                    tg.start_soon(_episode, shared, self.journal, task, "test", window.test_version)
+            if shared.blocked.is_set():
+                break
+            await self.journal.append(
+                WindowTested(window=window.window, version=window.test_version, episodes=len(tests))
+            )
+            shared.tested.add(window.window)
+            rewards = [shared.ended[t.task_id].reward for t in tests if t.task_id in shared.ended]
+            score = 100 * sum(rewards) / len(rewards) if rewards else 0.0
+            await _append(
+                shared.run.test_log,
+                f"window {window.window} on v{window.test_version}: {len(tests)} tests, "
+                f"score {score:.1f}",
+            )
+        shared.waiter_done.set()
+
+
+async def _either(*events: anyio.Event) -> None:
+    async with anyio.create_task_group() as tg:
+        for event in events:
+
+            async def wait(e: anyio.Event = event) -> None:
+                await e.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wait)
+
+
+async def _either_version(shared: Shared, version: int) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def ready() -> None:
+            await shared.versions.wait(version)
+            tg.cancel_scope.cancel()
+
+        async def blocked() -> None:
+            await shared.blocked.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(ready)
+        tg.start_soon(blocked)
+
+
+def _restore(shared: Shared) -> None:
+    """Rebuild what the journal says was done (resume after a crash or a stop)."""
+    if not shared.run.journal.is_dir():
+        return
+    for entry in read_journal(shared.run.journal, RECORDS):
+        rec = entry.rec
+        if isinstance(rec, EpisodeEnded):
+            shared.ended[rec.task_id] = rec
+        elif isinstance(rec, BlockLearned):
+            shared.learned.add(rec.block)
+            shared.versions.publish(rec.version, shared.run.version_dir(rec.digest))
+        elif isinstance(rec, WindowTested):
+            shared.tested.add(rec.window)
+
+
+def _interrupted(shared: Shared) -> list[EpisodeStarted]:
+    if not shared.run.journal.is_dir():
+        return []
+    started = [
+        e.rec
+        for e in read_journal(shared.run.journal, RECORDS)
+        if isinstance(e.rec, EpisodeStarted)
+    ]
+    return [s for s in started if s.task_id not in shared.ended]
+
+
+def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
+    scenario = read_scenario(spec.dataset, spec.scenario)
+    schedule = plan(scenario, spec.train_split)
+    run = RunDir(spec.runs, spec.tag, spec.scenario)
+    if run.root.exists() and not spec.resume:
+        raise ConfigError(
+            f"run directory {run.root} already exists",
+            hint="pick a new MW_TAG, or resume this campaign",
+        )
+    if spec.resume and not run.journal.is_dir():
+        raise ConfigError(f"{run.root} has no campaign to resume")
+    if not spec.model.startswith("local/"):
+        raise ConfigError(
+            f"model {spec.model!r}: only local/... models run offline in this build",
+            hint="use MW_MODEL=local/scripted",
+        )
+    for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
+        path.mkdir(parents=True, exist_ok=True)
+    return run, scenario, schedule
+
+
+def _stamp(spec: CampaignSpec, run: RunDir, schedule: Plan, meter_port: int) -> None:
+    from importlib import metadata
+
+    versions = {name: metadata.version(name) for name in ("mw", "anyio", "msgspec", "httpx")}
+    with open(run.run_log, "a") as handle:
+        handle.write(
+            json.dumps(
+                {
+                    "setting": {
+                        "tag": spec.tag,
+                        "scenario": spec.scenario,
+                        "method": spec.method,
+                        "model": spec.model,
+                        "train_split": spec.train_split,
+                        "blocks": schedule.blocks,
+                        "waiter": spec.waiter,
+                        "host_meter": f"127.0.0.1:{meter_port}",
+                        "allocation_usd": str(spec.allocation_usd),
+                        "versions": versions,
+                        "resumed": spec.resume,
+                    }
+                }
+            )
+            + "\n"
+        )
+
+
+async def run_campaign(
+    spec: CampaignSpec, *, on_started: Callable[[], None] | None = None
+) -> RunDir:
+    """Run (or resume) a campaign to its end; write the results.
+
+    Raises:
+        ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
+    """
+    run, scenario, schedule = _prepare(spec)
+    shared = Shared(spec, run, scenario, schedule)
+    _restore(shared)
+    provider = Provider(
+        SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
+    )
+    async with anyio.create_task_group() as services:
+        provider_port = await services.start(serve_provider, provider)
+        async with open_runtime(
+            journal=run.journal,
+            record_types=RECORDS,
+            root=SupervisorSpec(
+                strategy="one_for_one",
+                intensity=3,
+                period=60,
+                children=[
+                    ChildSpec(id="reserver", start=lambda: BudgetReserver(spec.allocation_usd))
+                ],
+            ),
+        ) as rt:
+            journal = rt.journal
+            assert journal is not None
+            for started in _interrupted(shared):  # never re-run: the protocol attempts once
+                task = next(
+                    t for t in [*scenario.serving, *scenario.test] if t.task_id == started.task_id
+                )
+                ended = EpisodeEnded(
+                    task_id=task.task_id,
+                    phase=started.phase,
+                    window=task.window,
+                    timestamp=task.timestamp,
+                    category=task.category,
+                    checkpoint=started.checkpoint,
+                    status="unknown",
+                    reward=0.0,
+                )
+                await journal.append(ended)
+                shared.ended[task.task_id] = ended
+            if not spec.resume:
+                await journal.append(
+                    CampaignStarted(
+                        tag=spec.tag,
+                        scenario=spec.scenario,
+                        method=spec.method,
+                        model=spec.model,
+                        serving_total=schedule.serving_total,
+                        blocks=schedule.blocks,
+                        test_versions={str(w.window): w.test_version for w in schedule.windows},
+                        allocation_usd=str(spec.allocation_usd),
+                    )
+                )
+            reserver = await rt.root.child("reserver")
+            config = meters.MeterConfig(
+                role="host",
+                upstream=f"http://127.0.0.1:{provider_port}/v1",
+                prices=meters.load_prices(LOCAL_PRICES),
+                ledger_dir=run.root,
+                allocation_usd=spec.allocation_usd,
+            )
+            meter_port = await services.start(
+                partial(meters.serve_meter, config, reserver=ReserverClient(reserver))
+            )
+            _stamp(spec, run, schedule, meter_port)
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{meter_port}/v1", timeout=600.0
+            ) as client:
+                shared.client = client
+                campaign = await rt.root.start_child(
+                    supervisor(
+                        "campaign",
+                        SupervisorSpec(
+                            strategy="rest_for_one",
+                            intensity=5,
+                            period=60,
+                            children=[ChildSpec(id="learner", start=lambda: Learner(shared))],
+                        ),
+                    )
+                )
+                del campaign
+                campaign_ref = await rt.root.child_supervisor("campaign")
+                learner = await campaign_ref.child("learner")
+                for block in range(schedule.blocks):  # served but never learned: learn it now
+                    tasks = shared.serving_blocks()[block]
+                    if block not in shared.learned and all(
+                        t.task_id in shared.ended for t in tasks
+                    ):
+                        await learner.tell(block)
+                await campaign_ref.start_child(
+                    ChildSpec(
+                        id="stream", start=lambda: Stream(shared, learner), restart="transient"
+                    )
+                )
+                await campaign_ref.start_child(
+                    ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient")
+                )
+                if on_started is not None:
+                    on_started()
+                await shared.waiter_done.wait()
+                await shared.stream_done.wait()
+                if not shared.blocked.is_set():
+                    await shared.learner_done.wait()
+            state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
+            await journal.append(CampaignEnded(state=state))
+        services.cancel_scope.cancel()
+    write_outputs(run, spec)
+    return run
+
+
+def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
+    """Results JSONL (slb format), the final card, and the learner's (empty) ledger summary."""
+    entries = read_journal(run.journal, RECORDS)
+    ended = [e.rec for e in entries if isinstance(e.rec, EpisodeEnded)]
+    ended.sort(key=lambda r: (r.phase != "serving", r.window, r.timestamp, r.task_id))
+    lines: list[dict[str, Any]] = [
+        {
+            "config": {
+                "scenario": spec.scenario,
+                "method": spec.method,
+                "model": spec.model,
+                "tag": spec.tag,
+                "train_split": spec.train_split,
+            }
+        }
+    ]
+    for rec in ended:
+        evidence = json.loads((run.root / rec.evidence).read_text()) if rec.evidence else {}
+        lines.append(
+            {
+                "scenario": spec.scenario,
+                "method": spec.method,
+                "model": spec.model,
+                "task_id": rec.task_id,
+                "phase": rec.phase,
+                "window": rec.window,
+                "timestamp": rec.timestamp,
+                "category": rec.category,
+                "reward": rec.reward,
+                "tokens": rec.input_tokens + rec.output_tokens,
+                "trace": evidence.get("trace", []),
+                "record": {"status": rec.status, "checkpoint": rec.checkpoint},
+                "checkpoint": rec.checkpoint,
+            }
+        )
+    meters.write_atomically(run.results, b"".join(json.dumps(x).encode() + b"\n" for x in lines))
+    learned = [e.rec for e in entries if isinstance(e.rec, BlockLearned)]
+    if learned:
+        last = max(learned, key=lambda r: r.version)
+        for name in ("card.md", "adapter.safetensors"):
+            source = run.version_dir(last.digest) / name
+            if source.is_file():
+                shutil.copyfile(source, run.checkout / name)
+        index = {str(r.version): r.digest for r in sorted(learned, key=lambda r: r.version)}
+        (run.checkout / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+    summary = meters.summarize([], "learner")
+    meters.write_atomically(run.root / "meta_wire_ledger.json", meters.encode_summary(summary))

@@ -1,0 +1,115 @@
+"""Learning methods: what the host is given (context, a ``wm`` tool), and how a block is learned.
+
+- ``mwm-local`` (offline default): a small torch world model (:mod:`._worldmodel`)
+  trained after every block on all serving evidence so far, recent evidence
+  weighing more. Its checkpoint is an adapter plus a card.
+- ``blind``: the reference that learns nothing: no context, no ``wm`` tool.
+
+A learner reads evidence files (tool calls, their results, the score line);
+it never sees an evaluator and never plays a serving task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from mw_errors import ConfigError
+
+__all__ = ["METHODS", "Blind", "Method", "MwmLocal", "make_method", "observations"]
+
+MWM_CONTEXT = """\
+# World model (MWM)
+A world model learned from this deployment's past serving is available as the
+wm tool. Actual practice may differ from the manual: before a decision, ask the
+wm tool which decision scores best for this kind of case."""
+
+
+class Method(Protocol):
+    name: str
+
+    def context(self) -> str | None: ...
+
+    def wm(self, version_dir: Path) -> Callable[[str], str] | None: ...
+
+    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+        """Write the version learned from blocks 0..``block`` into ``out``."""
+
+
+def observations(evidence: list[dict[str, Any]]) -> list[Any]:
+    """(block, kind, decision, reward) of each served episode, read from its trace."""
+    from ._worldmodel import Observation
+
+    found = []
+    for item in evidence:
+        kind = decision = None
+        for step in item.get("trace", []):
+            if step.get("tool") == "get_case":
+                try:
+                    kind = json.loads(step.get("result") or "{}").get("kind")
+                except ValueError:
+                    kind = None
+            elif step.get("tool") == "decide" and decision is None:
+                decision = (step.get("arguments") or {}).get("decision")
+        if kind and decision:
+            found.append(Observation(item["block"], kind, decision, float(item["reward"])))
+    return found
+
+
+class MwmLocal:
+    name = "mwm-local"
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, Callable[[str], str]] = {}
+
+    def context(self) -> str | None:
+        return MWM_CONTEXT
+
+    def wm(self, version_dir: Path) -> Callable[[str], str] | None:
+        if version_dir not in self._cache:
+            from ._worldmodel import WorldModel
+
+            if (version_dir / "adapter.safetensors").is_file():
+                self._cache[version_dir] = WorldModel.load(version_dir).answer
+            else:  # v0: nothing learned yet
+                self._cache[version_dir] = lambda query: "no knowledge yet"
+        return self._cache[version_dir]
+
+    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+        from ._worldmodel import fit
+
+        fit(observations(evidence), now=block).save(out, block + 1)
+
+
+class Blind:
+    name = "blind"
+
+    def context(self) -> str | None:
+        return None
+
+    def wm(self, version_dir: Path) -> Callable[[str], str] | None:
+        return None
+
+    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "card.md").write_text(f"# blind v{block + 1}\n\nNothing is learned.\n")
+
+
+METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "blind": Blind}
+
+
+def make_method(name: str) -> Method:
+    """The method called ``name``.
+
+    Raises:
+        ConfigError: no such method here (``mwm`` with an LLM learner is not built yet).
+    """
+    try:
+        return METHODS[name]()
+    except KeyError:
+        raise ConfigError(
+            f"method {name!r} is not available; use one of: {', '.join(METHODS)}",
+            hint="mwm-local is the offline default; blind learns nothing",
+        ) from None

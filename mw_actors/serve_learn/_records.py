@@ -1,0 +1,84 @@
+"""The serve-and-learn campaign's journal records (kinds ``serve_learn.*``).
+
+Every episode ends with exactly one :class:`EpisodeEnded`. An episode that
+was started but never ended (the process died) is ended as ``unknown`` on
+resume and never re-run: the protocol attempts every task once.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .._core._records import Record
+
+__all__ = [
+    "SERVE_LEARN_RECORDS",
+    "BlockLearned",
+    "CampaignEnded",
+    "CampaignStarted",
+    "EpisodeEnded",
+    "EpisodeStarted",
+    "WindowTested",
+]
+
+Phase = Literal["serving", "test"]
+Status = Literal["finished", "budget_exhausted", "no_finish", "budget_blocked", "failed", "unknown"]
+
+
+class CampaignStarted(Record, tag="serve_learn.campaign_started", frozen=True):
+    tag: str
+    scenario: str
+    method: str
+    model: str
+    serving_total: int
+    blocks: int
+    test_versions: dict[str, int]  # window -> version
+    allocation_usd: str
+
+
+class EpisodeStarted(Record, tag="serve_learn.episode_started", frozen=True):
+    task_id: str
+    phase: Phase
+    checkpoint: int
+
+
+class EpisodeEnded(Record, tag="serve_learn.episode_ended", frozen=True):
+    task_id: str
+    phase: Phase
+    window: int
+    timestamp: int
+    category: str
+    checkpoint: int
+    status: Status
+    reward: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    evidence: str | None = None  # relative to the run directory
+
+
+class BlockLearned(Record, tag="serve_learn.block_learned", frozen=True):
+    block: int
+    version: int
+    cases: int
+    digest: str  # the content address of the version's adapter
+    duration: float
+
+
+class WindowTested(Record, tag="serve_learn.window_tested", frozen=True):
+    window: int
+    version: int
+    episodes: int
+
+
+class CampaignEnded(Record, tag="serve_learn.campaign_ended", frozen=True):
+    state: Literal["completed", "budget_blocked", "failed"]
+
+
+SERVE_LEARN_RECORDS: tuple[type[Record], ...] = (
+    CampaignStarted,
+    EpisodeStarted,
+    EpisodeEnded,
+    BlockLearned,
+    WindowTested,
+    CampaignEnded,
+)
