@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from mw_errors import ConfigError, MwError
 
@@ -216,6 +217,65 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dataset(flag: str | None, scenario: str, runs: Path) -> Path:
+    """``--dataset``, or for a synthetic scenario the built-in generator's export."""
+    if flag is not None:
+        return Path(flag)
+    if not scenario.startswith("synthetic_"):
+        raise ConfigError(
+            f"scenario {scenario!r} needs --dataset",
+            hint="pass --dataset DIR (a ServeLearnBench dataset/ folder), or use synthetic_l1",
+        )
+    from mw_actors.serve_learn import write_synthetic
+
+    dataset = runs / ".datasets"
+    if not (dataset / "data" / scenario).is_dir():
+        write_synthetic(dataset, scenario)
+    return dataset
+
+
+def _provider_latency(spec: str | None) -> Any:
+    from mw_actors.provider import Latency
+
+    return Latency(**_latency(spec)) if spec else None
+
+
+def _serve_learn_run(args: argparse.Namespace) -> int:
+    import time
+    from decimal import Decimal, InvalidOperation
+
+    import anyio
+
+    from mw_actors.serve_learn import CampaignSpec, run_campaign, score_file
+
+    runs = _runs_dir(args.runs)
+    tag = args.tag or os.environ.get("MW_TAG") or time.strftime(f"{args.scenario}-%Y%m%d-%H%M%S")
+    try:
+        allocation = Decimal(args.allocation)
+    except InvalidOperation:
+        raise ConfigError(f"--allocation {args.allocation!r} is not an amount in USD") from None
+    spec = CampaignSpec(
+        tag=tag,
+        scenario=args.scenario,
+        dataset=_dataset(args.dataset, args.scenario, runs),
+        runs=runs,
+        method=args.method,
+        model=args.model or os.environ.get("MW_MODEL") or "local/scripted",
+        train_split=_train_split(args.train_split),
+        concurrency=args.concurrency,
+        allocation_usd=allocation,
+        waiter=args.waiter,
+        resume=args.resume,
+        latency=_provider_latency(args.provider_latency),
+    )
+    run = anyio.run(run_campaign, spec)
+    score = score_file(run.results)
+    print(f"run directory: {run.root}")
+    print(run.test_log.read_text() if run.test_log.exists() else "no window was tested", end="")
+    print(f"hidden {score.hidden}, fully specified {score.fully_specified} ({score.n_test} tests)")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -296,6 +356,23 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(func=_plan)
+
+    serve_run = serve_commands.add_parser("run", help="run (or --resume) a campaign")
+    serve_run.add_argument("scenario")
+    serve_run.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
+    serve_run.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    serve_run.add_argument("--tag", help="the run's name (default $MW_TAG, else scenario-time)")
+    serve_run.add_argument("--method", default="mwm-local", help="mwm-local (default) or blind")
+    serve_run.add_argument("--model", help="the host model (default $MW_MODEL, local/scripted)")
+    serve_run.add_argument("--train-split", type=int, help="serve only this prefix")
+    serve_run.add_argument("--allocation", default="5", help="the cumulative allocation in USD")
+    serve_run.add_argument("--concurrency", type=int, default=4, help="episodes at once")
+    serve_run.add_argument("--waiter", choices=["pipelined", "after_training"], default="pipelined")
+    serve_run.add_argument("--resume", action="store_true", help="continue from the journal")
+    serve_run.add_argument(
+        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
+    )
+    serve_run.set_defaults(func=_serve_learn_run)
 
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")

@@ -230,6 +230,15 @@ class Learner(Actor[int]):
         self.journal: Journal = journal
         return None
 
+    async def run(self, ctx: ActorContext) -> None:
+        # A block served in full but not learned (the learner crashed, or the process
+        # died) is learned first, in order, before anything in the mailbox.
+        shared = self.shared
+        for block, tasks in enumerate(shared.serving_blocks()[: shared.plan.blocks]):
+            if block not in shared.learned and all(t.task_id in shared.ended for t in tasks):
+                await self.handle(block)
+        await super().run(ctx)
+
     async def handle(self, block: int) -> None:
         shared = self.shared
         if block in shared.learned:
@@ -556,12 +565,6 @@ async def run_campaign(
                 del campaign
                 campaign_ref = await rt.root.child_supervisor("campaign")
                 learner = await campaign_ref.child("learner")
-                for block in range(schedule.blocks):  # served but never learned: learn it now
-                    tasks = shared.serving_blocks()[block]
-                    if block not in shared.learned and all(
-                        t.task_id in shared.ended for t in tasks
-                    ):
-                        await learner.tell(block)
                 await campaign_ref.start_child(
                     ChildSpec(
                         id="stream", start=lambda: Stream(shared, learner), restart="transient"

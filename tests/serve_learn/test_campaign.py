@@ -1,0 +1,232 @@
+"""Serve-and-learn campaigns end to end on the synthetic scenario, on asyncio and trio."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mw_actors import ActorExit, ExitError, read_journal
+from mw_actors._reserver import BUDGET_RECORDS
+from mw_actors.serve_learn import (
+    METHODS,
+    SERVE_LEARN_RECORDS,
+    CampaignSpec,
+    EpisodeEnded,
+    plan,
+    read_scenario,
+    run_campaign,
+    score_file,
+    write_synthetic,
+)
+from mw_actors.serve_learn._methods import MwmLocal
+from mw_actors.serve_learn._records import BlockLearned, CampaignEnded
+from mw_actors.serve_learn._worldmodel import WorldModel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic(tmp_path_factory.mktemp("dataset"))
+
+
+def _rows(results: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in results.read_text().splitlines()][1:]
+
+
+def _ended(journal: Path) -> list[EpisodeEnded]:
+    return [e.rec for e in read_journal(journal, RECORDS) if isinstance(e.rec, EpisodeEnded)]
+
+
+async def test_a_campaign_writes_every_output_and_tests_on_the_right_versions(
+    dataset: Path, tmp_path: Path
+) -> None:
+    spec = CampaignSpec(
+        tag="mwm", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, train_split=72
+    )
+    run = await run_campaign(spec)
+    for path in (
+        run.run_log,
+        run.steps,
+        run.test_log,
+        run.results,
+        run.checkout / "card.md",
+        run.checkout / "adapter.safetensors",
+        run.checkout / "index.json",
+        run.root / "wire_ledger.json",
+        run.root / "meta_wire_ledger.json",
+    ):
+        assert path.is_file(), path
+    schedule = plan(read_scenario(dataset, "synthetic_l1"), 72)
+    steps = [json.loads(line) for line in run.steps.read_text().splitlines()]
+    assert [s["block"] for s in steps] == list(range(schedule.blocks))  # one step per block
+    ended = _ended(run.journal)
+    assert max(Counter(e.task_id for e in ended).values()) == 1  # one terminal record each
+    rows = _rows(run.results)
+    serving = [r for r in rows if r["phase"] == "serving"]
+    assert len(serving) == 72 and len(list(run.evidence.iterdir())) == len(rows)
+    for i, row in enumerate(sorted(serving, key=lambda r: r["timestamp"])):
+        assert row["checkpoint"] == i // 12
+    versions = {w.window: w.test_version for w in schedule.windows}
+    index = json.loads((run.checkout / "index.json").read_text())
+    discriminating = 0
+    for row in (r for r in rows if r["phase"] == "test"):
+        assert row["checkpoint"] == versions[row["window"]]
+        for step in row["trace"]:
+            if step.get("tool") == "wm":
+                query = step["arguments"]["query"]
+                used = WorldModel.load(run.version_dir(index[str(row["checkpoint"])]))
+                assert used.answer(query) == step["result"]  # replayed on that very version
+                later = WorldModel.load(run.version_dir(index[str(schedule.blocks)]))
+                discriminating += later.answer(query) != step["result"]
+    assert discriminating > 0  # a later checkpoint would have answered differently
+    score = score_file(run.results)
+    assert score.hidden is not None and score.fully_specified is not None
+    assert json.loads(run.run_log.read_text().splitlines()[0])["setting"]["method"] == "mwm-local"
+
+
+async def test_mwm_local_learns_what_blind_cannot(dataset: Path, tmp_path: Path) -> None:
+    scores = {}
+    for method in ("mwm-local", "blind"):
+        spec = CampaignSpec(
+            tag=method, scenario="synthetic_l1", dataset=dataset, runs=tmp_path, method=method
+        )
+        run = await run_campaign(spec)
+        scores[method] = score_file(run.results)
+    assert scores["mwm-local"].hidden is not None and scores["blind"].hidden is not None
+    assert scores["mwm-local"].hidden > scores["blind"].hidden + 30
+    # The learning curve is real: serving reward dips when the hidden policy changes.
+    rows = _rows(tmp_path / "mwm-local" / "task" / "results" / "synthetic_l1_mwm.jsonl")
+    by_block: dict[int, list[float]] = {}
+    for row in rows:
+        if row["phase"] == "serving":
+            by_block.setdefault((row["timestamp"] - 1) // 12, []).append(row["reward"])
+    curve = [sum(v) / len(v) for _, v in sorted(by_block.items())]
+    for first in (3, 6, 9):  # each window's first block against the block before it
+        assert curve[first] < curve[first - 1] or curve[first + 1] < curve[first - 1]
+    assert curve[-1] >= 0.9
+
+
+class CrashOnce(MwmLocal):
+    crashed = False
+
+    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+        if block == 1 and not CrashOnce.crashed:
+            CrashOnce.crashed = True
+            raise RuntimeError("learner crash, once")
+        super().learn(evidence, block, out)
+
+
+async def test_a_learner_crash_is_restarted_and_the_block_learned_once(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    CrashOnce.crashed = False
+    monkeypatch.setitem(METHODS, "crash-once", CrashOnce)
+    spec = CampaignSpec(
+        tag="crash",
+        scenario="synthetic_l1",
+        dataset=dataset,
+        runs=tmp_path,
+        method="crash-once",
+        train_split=48,
+    )
+    run = await run_campaign(spec)
+    entries = read_journal(run.journal, RECORDS)
+    learned = [e.rec.block for e in entries if isinstance(e.rec, BlockLearned)]
+    assert learned == [0, 1, 2, 3]
+    crashes = [
+        e.rec
+        for e in entries
+        if isinstance(e.rec, ActorExit)
+        and e.rec.actor.endswith("learner")
+        and isinstance(e.rec.reason, ExitError)
+    ]
+    assert len(crashes) == 1 and "learner crash" in crashes[0].reason.message
+    assert [e.rec.state for e in entries if isinstance(e.rec, CampaignEnded)] == ["completed"]
+
+
+async def test_a_budget_that_runs_out_stops_cleanly_and_still_scores(
+    dataset: Path, tmp_path: Path
+) -> None:
+    from decimal import Decimal
+
+    spec = CampaignSpec(
+        tag="poor",
+        scenario="synthetic_l1",
+        dataset=dataset,
+        runs=tmp_path,
+        allocation_usd=Decimal("0.006"),
+        concurrency=2,
+    )
+    run = await run_campaign(spec)
+    entries = read_journal(run.journal, RECORDS)
+    assert [e.rec.state for e in entries if isinstance(e.rec, CampaignEnded)] == ["budget_blocked"]
+    statuses = Counter(e.status for e in _ended(run.journal))
+    assert statuses["budget_blocked"] >= 1
+    summary = json.loads((run.root / "wire_ledger.json").read_text())
+    assert Decimal(summary["cost_usd"]) <= Decimal("0.006")
+    score = score_file(run.results)  # the partial results still score
+    assert score.n_test >= 0
+    assert len(_rows(run.results)) == sum(statuses.values())
+
+
+@pytest.mark.slow
+def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
+    base = [
+        sys.executable,
+        "-m",
+        "bin.mw",
+        "serve-learn",
+        "run",
+        "synthetic_l1",
+        "--runs",
+        str(tmp_path),
+        "--tag",
+        "k",
+        "--train-split",
+        "48",
+        "--provider-latency",
+        "ttft=0.05",
+        "--concurrency",
+        "3",
+    ]
+    process = subprocess.Popen(
+        base, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    journal = tmp_path / "k" / "journal"
+    deadline = time.monotonic() + 90
+    while True:
+        assert time.monotonic() < deadline and process.poll() is None
+        try:
+            if len(_ended(journal)) >= 17:  # mid-block 1, with episodes in flight
+                break
+        except Exception:
+            pass
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = _ended(journal)
+    resumed = subprocess.run(
+        [*base, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = _ended(journal)
+    assert after[: len(before)] == before  # nothing acknowledged was lost or rewritten
+    counts = Counter(e.task_id for e in after)
+    assert max(counts.values()) == 1  # exactly one terminal record per episode
+    statuses = Counter(e.status for e in after)
+    assert statuses["unknown"] >= 1  # the in-flight ones, never re-run
+    assert sum(e.phase == "serving" for e in after) == 48
+    assert score_file(tmp_path / "k" / "task" / "results" / "synthetic_l1_mwm.jsonl").n_test > 0
