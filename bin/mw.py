@@ -14,7 +14,7 @@ from typing import Any
 
 from mw_errors import ConfigError, MwError
 
-from ._common import bwrap_override, configure_logging
+from ._common import bwrap_override, configure_logging, git_commit
 
 DEFAULT_RUNS = "~/code/metaworld-runs"
 
@@ -25,8 +25,14 @@ def _runs_dir(flag: str | None) -> Path:
 
 def _demo(args: argparse.Namespace) -> int:
     from mw_actors.demo import run_demo
+    from mw_actors.editing import CampaignOptions
 
-    return run_demo(_runs_dir(args.runs), backend=args.backend)
+    editing = CampaignOptions(
+        bwrap=bwrap_override(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        git_commit=git_commit(),
+    )
+    return run_demo(_runs_dir(args.runs), backend=args.backend, editing=editing)
 
 
 def _journal_check(args: argparse.Namespace) -> int:

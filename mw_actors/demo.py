@@ -1,12 +1,17 @@
-"""``mw demo``: a small supervised run that shows restarts and terminal records.
+"""``mw demo``: the main job, offline, on embedded defaults.
 
-It starts a tree under a journal, feeds work to a worker that crashes twice,
-runs real subprocess jobs (one fails once), then reads the journal back and
-prints what every actor run did. The campaigns of later issues extend it.
+1. The runtime: a tree under a journal, a worker that crashes twice and is
+   restarted, real subprocess jobs (one fails once); every actor run has one
+   terminal record.
+2. Serve-and-learn: the synthetic scenario with ``mwm-local`` and with
+   ``blind``, through the host meter and the local provider; per-window test
+   scores, the learning curve, the spend.
+3. Weight editing: the benchmark fixture in the bwrap sandbox; the report.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,12 +131,88 @@ def _report(journal_dir: Path, say: Callable[[str], None]) -> int:
     return 0 if one_each and evidence == list(range(ITEMS)) else 1
 
 
+async def _serve_learn(run_dir: Path, say: Callable[[str], None]) -> bool:
+    from .serve_learn import CampaignSpec, run_campaign, score_file, write_synthetic
+
+    say("")
+    say("mw demo: serve-and-learn on the synthetic scenario (offline, labelled synthetic)")
+    dataset = write_synthetic(run_dir / "dataset")
+    scores = {}
+    for method in ("mwm-local", "blind"):
+        spec = CampaignSpec(
+            tag=f"serve-learn-{method}",
+            scenario="synthetic_l1",
+            dataset=dataset,
+            runs=run_dir,
+            method=method,
+        )
+        run = await run_campaign(spec)
+        scores[method] = score_file(run.results)
+        ledger = json.loads((run.root / "wire_ledger.json").read_text())
+        say(f"  {method}: {run.root}")
+        for line in run.test_log.read_text().splitlines():
+            say(f"    {line}")
+        say(f"    spend: ${ledger['cost_usd']} over {ledger['requests']} metered requests")
+        if method == "mwm-local":
+            rows = [json.loads(x) for x in run.results.read_text().splitlines()[1:]]
+            blocks: dict[int, list[float]] = {}
+            for row in rows:
+                if row["phase"] == "serving":
+                    blocks.setdefault((row["timestamp"] - 1) // 12, []).append(row["reward"])
+            say("    learning curve (serving reward per block; | marks a policy change):")
+            for block, rewards in sorted(blocks.items()):
+                mean = sum(rewards) / len(rewards)
+                mark = "|" if block % 3 == 0 and block else " "
+                say(f"    {mark} block {block:2d} {'#' * round(20 * mean):<20} {100 * mean:5.1f}")
+    for method, score in scores.items():
+        say(f"  {method}: hidden {score.hidden:.1f}, fully specified {score.fully_specified:.1f}")
+    mwm, blind = scores["mwm-local"].hidden or 0, scores["blind"].hidden or 0
+    say(f"  mwm-local beats blind on hidden tasks: {mwm > blind}")
+    return mwm > blind
+
+
+async def _editing(run_dir: Path, options: Any, say: Callable[[str], None]) -> bool:
+    from .editing import build_report, load_config, render_markdown, run_campaign, write_fixture
+
+    say("")
+    say("mw demo: weight editing on the benchmark fixture (bwrap sandbox)")
+    config = write_fixture(run_dir / "editing-inputs")
+    layout = await run_campaign(load_config(config), run_dir / "editing-run", options)
+    report = build_report(layout.root)
+    (layout.root / "report.md").write_text(render_markdown(report))
+    say(f"  run directory: {layout.root} (report: {layout.root / 'report.md'})")
+    for arm, summary in report.arms.items():
+        say(
+            f"    {arm:<9} task loss {summary.mean_task_loss:.4f}, "
+            f"regression loss {summary.mean_regression_loss:.4f}"
+        )
+    say(f"  scripted edit worse than baseline: {report.checks.scripted_worse_than_baseline}")
+    say(f"  agent's undo restores the baseline: {report.checks.agent_restores_baseline}")
+    return bool(
+        report.checks.scripted_worse_than_baseline and report.checks.agent_restores_baseline
+    )
+
+
+async def _all(run_dir: Path, options: Any, say: Callable[[str], None]) -> int:
+    status = await _demo(run_dir, say)
+    learned = await _serve_learn(run_dir, say)
+    edited = await _editing(run_dir, options, say) if options is not None else True
+    return status or (0 if learned and edited else 1)
+
+
 def run_demo(
-    runs_dir: Path, *, backend: str = "asyncio", say: Callable[[str], None] = print
+    runs_dir: Path,
+    *,
+    backend: str = "asyncio",
+    say: Callable[[str], None] = print,
+    editing: Any = None,
 ) -> int:
-    """Run the demo under ``runs_dir`` on ``backend``; return the process exit status."""
+    """Run the demo under ``runs_dir`` on ``backend``; return the process exit status.
+
+    ``editing`` is the weight-editing campaign's ``CampaignOptions`` (None skips it).
+    """
     run_dir = runs_dir / time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=False)
     say("mw demo: a supervised actor tree over a durable journal")
     say(f"  run directory: {run_dir}")
-    return anyio.run(_demo, run_dir, say, backend=backend)
+    return anyio.run(_all, run_dir, editing, say, backend=backend)
