@@ -146,6 +146,15 @@ class Provider:
 
     # -- chat completions ----------------------------------------------------------
 
+    async def _whole(self, output_tokens: int) -> None:
+        """A whole (not streamed) answer takes as long as its stream would have."""
+        latency = self.faults.latency
+        delay = latency.first_token_seconds
+        if latency.tokens_per_second:
+            delay += output_tokens / latency.tokens_per_second
+        if delay:
+            await anyio.sleep(delay)
+
     async def _chat(self, body: dict[str, Any], fault: str) -> Response:
         messages = body.get("messages") or []
         prompt = [
@@ -166,6 +175,7 @@ class Provider:
         ident, created, model = self._new_id("chatcmpl"), int(time.time()), body.get("model", "")
         finish = "tool_calls" if reply.tool_calls else "stop"
         if not body.get("stream"):
+            await self._whole(completion_tokens)
             if fault == "malformed_json":
                 return Response(200, list(_JSON), b'{"id": "broken", "choices": [')
             message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
@@ -320,6 +330,7 @@ class Provider:
             "usage": usage,
         }
         if not body.get("stream"):
+            await self._whole(output_tokens)
             if fault == "malformed_json":
                 return Response(200, list(_JSON), b'{"id": "broken", "output": [')
             return Response(200, list(_JSON), json.dumps(response).encode())

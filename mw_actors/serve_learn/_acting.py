@@ -17,6 +17,7 @@ nothing of it is ever put into a message.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -67,6 +68,7 @@ class Episode(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     output_tokens: int
     trace: list[dict[str, Any]]
+    provider_seconds: float = 0.0  # time spent waiting on the meter and provider
 
 
 class Environment(Protocol):
@@ -146,6 +148,7 @@ async def run_episode(
     ]
     trace: list[dict[str, Any]] = []
     turns = calls = input_tokens = output_tokens = 0
+    provider_seconds = 0.0
     status: Literal["finished", "budget_exhausted", "no_finish"] = "no_finish"
     while True:
         if turns >= budget.turns or calls >= budget.tool_calls:
@@ -162,7 +165,9 @@ async def run_episode(
             "tools": tools,
             "max_tokens": min(max_tokens, remaining),
         }
+        sent = time.perf_counter()
         response = await client.post("/chat/completions", json=body)
+        provider_seconds += time.perf_counter() - sent
         if response.status_code != 200:
             raise ProviderRefused(
                 f"turn {turns} of {task.task_id}: HTTP {response.status_code} {response.text[:200]}"
@@ -223,4 +228,5 @@ async def run_episode(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         trace=trace,
+        provider_seconds=provider_seconds,
     )

@@ -77,7 +77,10 @@ class CampaignSpec:
     train_split: int | None = None
     concurrency: int = 4
     allocation_usd: Decimal = Decimal("5")
-    waiter: Literal["pipelined", "after_training"] = "pipelined"
+    # pipelined: tests as soon as their version exists, beside serving (mw's order);
+    # after_training: all serving and learning, then all tests (the seed launcher's);
+    # window_by_window: serve window w, test it, then serve w+1 (ServeLearnBench's runner).
+    waiter: Literal["pipelined", "after_training", "window_by_window"] = "pipelined"
     latency: Latency | None = None  # the local provider's emulated latency
     resume: bool = False
 
@@ -145,11 +148,20 @@ class Shared:
         self.learned: set[int] = set()
         self.tested: set[int] = set()
         self.blocked = anyio.Event()
+        self.overhead: list[float] = []  # per episode: wall minus queueing and provider time
         self.stream_done = anyio.Event()
         self.learner_done = anyio.Event()
         self.waiter_done = anyio.Event()
+        self.window_tested: dict[int, anyio.Event] = {
+            w.window: anyio.Event() for w in schedule.windows
+        }
         self.client: httpx.AsyncClient | None = None
-        self.limiter = anyio.CapacityLimiter(spec.concurrency)
+        # Serving and testing each get ``concurrency`` episodes at once, so tests that
+        # overlap serving (the pipelined order) use capacity serving leaves idle.
+        self.limiters = {
+            "serving": anyio.CapacityLimiter(spec.concurrency),
+            "test": anyio.CapacityLimiter(spec.concurrency),
+        }
 
     def serving_blocks(self) -> list[list[Task]]:
         cases = self.scenario.serving[: self.plan.serving_total]
@@ -161,6 +173,8 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     """Play one task once, journal its one terminal record, keep its evidence."""
     if task.task_id in shared.ended or shared.blocked.is_set():
         return
+    began = time.perf_counter()
+    queued = provider = 0.0
     await journal.append(EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version))  # type: ignore[arg-type]
     env = SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
     version_dir = shared.versions.dir(version)
@@ -168,7 +182,9 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     status: Any = "finished"
     reward, tokens_in, tokens_out, trace = 0.0, 0, 0, []
     try:
-        async with shared.limiter:
+        waiting = time.perf_counter()
+        async with shared.limiters[phase]:
+            queued = time.perf_counter() - waiting
             episode = await run_episode(
                 shared.client,
                 model=shared.spec.model,
@@ -179,6 +195,7 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
                 mwm_context=shared.method.context(),
             )
         status, reward, trace = episode.status, episode.reward, episode.trace
+        provider = episode.provider_seconds
         tokens_in, tokens_out = episode.input_tokens, episode.output_tokens
     except ProviderRefused as exc:
         status = "budget_blocked" if "budget_blocked" in str(exc) else "failed"
@@ -215,6 +232,7 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     )
     await journal.append(ended)
     shared.ended[task.task_id] = ended
+    shared.overhead.append(time.perf_counter() - began - queued - provider)
 
 
 class Learner(Actor[int]):
@@ -320,6 +338,11 @@ class Stream(Actor[Any]):
             if shared.blocked.is_set():
                 break
             await shared.versions.wait(block)
+            if shared.spec.waiter == "window_by_window":
+                for window in shared.plan.windows:
+                    served = window.last_position <= block * shared.plan.block_size
+                    if served and window.window not in shared.tested:
+                        await _either(shared.window_tested[window.window], shared.blocked)
             async with anyio.create_task_group() as tg:
                 for task in tasks:
                     tg.start_soon(_episode, shared, self.journal, task, "serving", block)
@@ -366,6 +389,7 @@ class Waiter(Actor[Any]):
                 WindowTested(window=window.window, version=window.test_version, episodes=len(tests))
             )
             shared.tested.add(window.window)
+            shared.window_tested[window.window].set()
             rewards = [shared.ended[t.task_id].reward for t in tests if t.task_id in shared.ended]
             score = 100 * sum(rewards) / len(rewards) if rewards else 0.0
             await _append(
@@ -581,6 +605,14 @@ async def run_campaign(
                     await shared.learner_done.wait()
             state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
             await journal.append(CampaignEnded(state=state))
+            overhead = sorted(shared.overhead) or [0.0]
+            finished = {
+                "state": state,
+                "episodes": len(shared.overhead),
+                "runtime_overhead_ms_mean": round(1e3 * sum(overhead) / len(overhead), 3),
+                "runtime_overhead_ms_p50": round(1e3 * overhead[len(overhead) // 2], 3),
+            }
+            await _append(run.run_log, json.dumps({"finished": finished}))
         services.cancel_scope.cancel()
     write_outputs(run, spec)
     return run
