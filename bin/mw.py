@@ -196,18 +196,15 @@ def _train_split(flag: int | None) -> int | None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    import tempfile
+
     import msgspec
 
     from mw_actors.serve_learn import plan, read_scenario
 
-    if args.dataset is None:
-        raise ConfigError(
-            f"scenario {args.scenario!r} needs --dataset",
-            hint="pass --dataset DIR, a ServeLearnBench dataset/ folder (data/ and environments/)",
-        )
-    schedule = plan(
-        read_scenario(Path(args.dataset), args.scenario), _train_split(args.train_split)
-    )
+    with tempfile.TemporaryDirectory() as temp:  # a synthetic scenario is generated there
+        dataset = _dataset(args.dataset, args.scenario, Path(temp))
+        schedule = plan(read_scenario(dataset, args.scenario), _train_split(args.train_split))
     if args.json:
         print(msgspec.json.encode(schedule).decode())
         return 0
@@ -238,6 +235,17 @@ def _dataset(flag: str | None, scenario: str, runs: Path) -> Path:
     if not (dataset / "data" / scenario).is_dir():
         write_synthetic(dataset, scenario)
     return dataset
+
+
+def _wm_port() -> int | None:
+    """WM_PORT: the host meter's port (the learner's is WM_PORT+1); unset: any free pair."""
+    value = os.environ.get("WM_PORT")
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"WM_PORT={value!r} is not a port number") from None
 
 
 def _provider_latency(spec: str | None) -> Any:
@@ -273,6 +281,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
         waiter=args.waiter,
         resume=args.resume,
         latency=_provider_latency(args.provider_latency),
+        wm_port=_wm_port(),
     )
     run = anyio.run(run_campaign, spec)
     score = score_file(run.results)

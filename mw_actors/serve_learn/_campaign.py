@@ -83,6 +83,7 @@ class CampaignSpec:
     waiter: Literal["pipelined", "after_training", "window_by_window"] = "pipelined"
     latency: Latency | None = None  # the local provider's emulated latency
     resume: bool = False
+    wm_port: int | None = None  # host meter on WM_PORT, learner's on WM_PORT+1; None: any free
 
 
 class RunDir:
@@ -452,6 +453,27 @@ def _interrupted(shared: Shared) -> list[EpisodeStarted]:
     return [s for s in started if s.task_id not in shared.ended]
 
 
+def check_ports(wm_port: int) -> None:
+    """The meter pair (WM_PORT, WM_PORT+1) must be free on loopback.
+
+    Raises:
+        ConfigError: a port is out of range or taken.
+    """
+    import socket
+
+    for port in (wm_port, wm_port + 1):
+        if not 1024 <= port <= 65535:
+            raise ConfigError(f"WM_PORT={wm_port}: the meter ports must lie in 1024..65535")
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                raise ConfigError(
+                    f"port {port} of the meter pair (WM_PORT={wm_port}, WM_PORT+1) is taken",
+                    hint="pick another WM_PORT, or unset it to let mw allocate a free pair",
+                ) from None
+
+
 def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
     scenario = read_scenario(spec.dataset, spec.scenario)
     schedule = plan(scenario, spec.train_split)
@@ -468,6 +490,8 @@ def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
             f"model {spec.model!r}: only local/... models run offline in this build",
             hint="use MW_MODEL=local/scripted",
         )
+    if spec.wm_port is not None:
+        check_ports(spec.wm_port)
     for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
         path.mkdir(parents=True, exist_ok=True)
     return run, scenario, schedule
@@ -568,7 +592,12 @@ async def run_campaign(
                 allocation_usd=spec.allocation_usd,
             )
             meter_port = await services.start(
-                partial(meters.serve_meter, config, reserver=ReserverClient(reserver))
+                partial(
+                    meters.serve_meter,
+                    config,
+                    port=spec.wm_port or 0,
+                    reserver=ReserverClient(reserver),
+                )
             )
             _stamp(spec, run, schedule, meter_port)
             async with httpx.AsyncClient(

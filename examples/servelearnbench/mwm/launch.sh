@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# ServeLearnBench with MWM, as the seeds launch it: train in the background; the
+# waiter tests each window on the checkpoint from its boundary.
+#
+#   examples/servelearnbench/mwm/launch.sh SCENARIO          # train in background, tests follow
+#   examples/servelearnbench/mwm/launch.sh SCENARIO test     # manual test mode
+#
+# Environment (see DESIGN.md): MW_FRAMEWORK_PYTHON, MW_RUNS, MW_TAG, WM_PORT,
+# MW_MODEL, MW_HOST_MODEL, MW_EVOLVER_MODEL, VLLM_BASE_URL, MW_TRAIN_SPLIT,
+# FIREWORKS_API_KEY (and the other keys, each named in the config), and
+# MW_DATASET (a ServeLearnBench dataset/ folder; synthetic_* needs none).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+scenario=${1:?usage: launch.sh SCENARIO [test]}
+mode=${2:-train}
+python=${MW_FRAMEWORK_PYTHON:-$repo/.venv/bin/python}
+runs=${MW_RUNS:-$HOME/code/metaworld-runs}
+# The seeds' default host model. It is never switched silently: without its key, stop.
+model=${MW_MODEL:-${MW_HOST_MODEL:-fireworks/accounts/fireworks/models/qwen3-235b-a22b-instruct-2507}}
+tag=${MW_TAG:-$scenario-mwm}
+
+die() { echo "launch.sh: $*" >&2; exit 2; }
+
+[ -x "$python" ] || die "no Python at $python; run \`make demo\` once, or set MW_FRAMEWORK_PYTHON"
+case "$model" in
+  fireworks/*) [ -n "${FIREWORKS_API_KEY:-}" ] ||
+    die "FIREWORKS_API_KEY is not set for $model; export it, or run offline with MW_MODEL=local/scripted" ;;
+  vllm/*) [ -n "${VLLM_BASE_URL:-}" ] || die "VLLM_BASE_URL is not set for $model" ;;
+  local/*) ;;
+  *) die "model $model must be named <backend>/<model id>: fireworks/..., vllm/... or local/..." ;;
+esac
+[ "$mode" = train ] || [ "$mode" = test ] || die "mode $mode: use nothing (train) or test"
+if [ "$mode" = test ]; then
+  die "manual test mode is not in this build yet; the waiter tests every window during training"
+fi
+
+dataset=()
+[ -n "${MW_DATASET:-}" ] && dataset=(--dataset "$MW_DATASET")
+# Validate in the foreground (scenario, dataset, split), then train in the background.
+"$python" -m bin.mw serve-learn plan "$scenario" "${dataset[@]}" >/dev/null
+mkdir -p "$runs"
+log="$runs/$tag.launch.log"
+cd "$repo"
+nohup "$python" -m bin.mw serve-learn run "$scenario" "${dataset[@]}" --runs "$runs" \
+  --tag "$tag" --model "$model" >"$log" 2>&1 &
+echo "launch.sh: $tag started in the background (pid $!)"
+echo "  run directory: $runs/$tag (test.log grows as windows are tested)"
+echo "  output: $log"
