@@ -291,6 +291,41 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from mw_actors.daemon import campaign_status
+
+    runs = _runs_dir(args.runs)
+    tags = (
+        [args.tag]
+        if args.tag
+        else sorted(p.name for p in runs.iterdir() if (p / "journal").is_dir())
+        if runs.is_dir()
+        else []
+    )
+    statuses = [campaign_status(runs / tag) for tag in tags]
+    if args.json:
+        if args.tag:
+            print(msgspec.json.encode(statuses[0]).decode())
+        else:
+            print(msgspec.json.encode(statuses).decode())
+        return 0
+    for s in statuses:
+        p = s.progress
+        done = (
+            f"{p.cases_served} cases served, {p.blocks_learned} blocks learned, "
+            f"{p.windows_tested} windows tested"
+            if s.kind == "serve-learn"
+            else f"{p.trials_done} trials done"
+        )
+        spend = ", ".join(f"{meter} ${usd}" for meter, usd in s.spend_usd.items())
+        print(f"{s.tag}: {s.kind}, {s.state}; {done}; spend {spend} of ${s.allocation_usd}")
+    if not statuses:
+        print(f"no campaign under {runs}")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -388,6 +423,12 @@ def _parser() -> argparse.ArgumentParser:
         "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
     )
     serve_run.set_defaults(func=_serve_learn_run)
+
+    status = commands.add_parser("status", help="where a campaign stands (daemon or not)")
+    status.add_argument("tag", nargs="?", help="the campaign's tag (default: every campaign)")
+    status.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(func=_status)
 
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")

@@ -18,6 +18,7 @@ __all__ = [
     "ExitError",
     "ExitIgnored",
     "ExitKilled",
+    "ExitLost",
     "ExitNormal",
     "ExitReason",
     "ExitShutdown",
@@ -77,7 +78,13 @@ class ExitIgnored(_Reason, tag="ignored", frozen=True):
     """The actor's init answered ``IGNORE``: it was never started."""
 
 
-ExitReason = ExitNormal | ExitShutdown | ExitError | ExitKilled | ExitIgnored
+class ExitLost(_Reason, tag="lost", frozen=True):
+    """The process died while the actor ran; written when the journal is opened again."""
+
+    abnormal: ClassVar[bool] = True
+
+
+ExitReason = ExitNormal | ExitShutdown | ExitError | ExitKilled | ExitIgnored | ExitLost
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):

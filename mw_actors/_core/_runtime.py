@@ -34,11 +34,12 @@ from mw_errors import (
 
 from ._actor import ActorContext, ActorRef, Envelope, Exit, _Identity
 from ._clock import Clock, SystemClock
-from ._journal import Journal, open_journal, replay
+from ._journal import Journal, open_journal, rebuild, replay
 from ._mailbox import Mailbox
-from ._records import ActorSpawn, ExitError, Record
+from ._records import ActorExit, ActorSpawn, ExitError, ExitLost, Record
 from ._spec import AutoShutdown, ChildSpec, Restart, SupervisorSpec
 from ._supervisor import Supervisor, SupervisorRef
+from ._views import SupervisionView
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -149,6 +150,14 @@ async def _watch_signals(rt: Runtime) -> None:
             return
 
 
+async def _close_lost_runs(journal: Journal) -> None:
+    """Give every actor run the dead process left open its terminal record (``lost``)."""
+    views = rebuild(SupervisionView(), journal.recovered_entries())
+    for name, view in sorted(views.items()):
+        for run in view.open_runs:
+            await journal.append(ActorExit(actor=name, run=run, reason=ExitLost(), uptime=0.0))
+
+
 @asynccontextmanager
 async def open_runtime(
     *,
@@ -176,6 +185,8 @@ async def open_runtime(
             journal = await stack.enter_async_context(
                 open_journal(journal, clock=clock, record_types=record_types)
             )
+        if journal is not None:
+            await _close_lost_runs(journal)
         rt = Runtime(clock, journal)
         body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:

@@ -59,6 +59,7 @@ from .._core._journal import Journal
 from .._core._runtime import open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
+from .._lock import campaign_lock
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 from ._actions import load_actions
 from ._config import Grading, Loaded, Trial
@@ -594,6 +595,19 @@ async def run_campaign(loaded: Loaded, output: Path, options: CampaignOptions) -
         ],
     )
     records = [*BUDGET_RECORDS, *EDITING_RECORDS]
+    with campaign_lock(layout.root):
+        await _run_tree(loaded, layout, options, root, records, done)
+    return layout
+
+
+async def _run_tree(
+    loaded: Loaded,
+    layout: RunLayout,
+    options: CampaignOptions,
+    root: SupervisorSpec,
+    records: list[Any],
+    done: anyio.Event,
+) -> None:
     async with open_runtime(journal=layout.journal, root=root, record_types=records) as rt:
         campaign = await rt.root.child_supervisor("campaign")
         reserver = await rt.root.child("reserver")
@@ -606,4 +620,3 @@ async def run_campaign(loaded: Loaded, output: Path, options: CampaignOptions) -
 
         await campaign.start_child(ChildSpec(id="scheduler", start=scheduler, restart="temporary"))
         await done.wait()
-    return layout

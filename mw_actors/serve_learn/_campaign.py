@@ -42,6 +42,7 @@ from .._core._journal import Journal, read_journal
 from .._core._runtime import open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
+from .._lock import campaign_lock
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 from ..provider import LOCAL_PRICES, FaultPlan, Latency, Provider, SyntheticHost, serve_provider
 from ._acting import SyntheticEnvironment, run_episode, score_line
@@ -533,6 +534,17 @@ async def run_campaign(
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
     run, scenario, schedule = _prepare(spec)
+    with campaign_lock(run.root):
+        return await _run(spec, run, scenario, schedule, on_started)
+
+
+async def _run(
+    spec: CampaignSpec,
+    run: RunDir,
+    scenario: Scenario,
+    schedule: Plan,
+    on_started: Callable[[], None] | None,
+) -> RunDir:
     shared = Shared(spec, run, scenario, schedule)
     _restore(shared)
     provider = Provider(

@@ -81,3 +81,17 @@ async def test_without_a_journal(tmp_path: Path) -> None:
         assert await ref.ask("x") == "x"
         stats: Any = await rt.root.statistics()
         assert (stats.children, stats.alive) == (1, 1)
+
+
+async def test_runs_a_dead_process_left_open_get_their_terminal_record(tmp_path: Path) -> None:
+    journal = tmp_path / "journal"
+    async with mw.open_journal(journal) as j:  # as if the process died mid-run
+        await j.append(mw.ActorSpawn(actor="root/worker", run=7, supervisor="root"))
+    async with mw.open_runtime(journal=journal):
+        pass
+    entries = mw.read_journal(journal)
+    views = mw.rebuild(mw.SupervisionView(), entries)
+    assert views["root/worker"].open_runs == []
+    (lost,) = [e.rec for e in entries if isinstance(e.rec, mw.ActorExit) and e.rec.run == 7]
+    assert isinstance(lost.reason, mw.ExitLost)
+    assert_one_terminal_per_run(journal)

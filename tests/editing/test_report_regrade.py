@@ -138,3 +138,27 @@ async def test_regrade_appends_a_linked_receipt_and_the_report_shows_it(run_copy
 async def test_regrade_of_an_unknown_trial_lists_the_trials(run_copy: Path) -> None:
     with pytest.raises(ConfigError, match=r"completion\.baseline\.0000"):
         await regrade(run_copy, "completion.agent.0001", _options())
+
+
+def test_status_of_an_editing_run_without_a_daemon(run_copy: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bin.mw",
+            "status",
+            run_copy.name,
+            "--runs",
+            str(run_copy.parent),
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["kind"] == "editing" and status["state"] == "completed"
+    assert status["progress"]["trials_done"] == 3
+    assert status["allocation_usd"] == "1.00" and status["spend_usd"]["host"] == "0"

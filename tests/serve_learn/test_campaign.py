@@ -215,8 +215,10 @@ def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
         except Exception:
             pass
         time.sleep(0.05)
+    assert _status(tmp_path, "k")["state"] == "running"  # the campaign lock is held
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    assert _status(tmp_path, "k")["state"] == "failed"  # stopped without its terminal records
     before = _ended(journal)
     resumed = subprocess.run(
         [*base, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=180, check=False
@@ -230,3 +232,68 @@ def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
     assert statuses["unknown"] >= 1  # the in-flight ones, never re-run
     assert sum(e.phase == "serving" for e in after) == 48
     assert score_file(tmp_path / "k" / "task" / "results" / "synthetic_l1_mwm.jsonl").n_test > 0
+    status = _status(tmp_path, "k")
+    assert status["state"] == "completed" and status["kind"] == "serve-learn"
+    assert status["progress"]["cases_served"] == 48 and status["progress"]["blocks_learned"] == 4
+    ledger = json.loads((tmp_path / "k" / "wire_ledger.json").read_text())
+    assert status["spend_usd"]["host"] == ledger["cost_usd"]
+
+
+def _status(runs: Path, tag: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bin.mw", "status", tag, "--runs", str(runs), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+async def test_status_reads_a_finished_or_blocked_campaign_without_a_daemon(
+    dataset: Path, tmp_path: Path
+) -> None:
+    from decimal import Decimal
+
+    from mw_actors.daemon import campaign_status
+
+    spec = CampaignSpec(
+        tag="done", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, train_split=24
+    )
+    await run_campaign(spec)
+    status = campaign_status(tmp_path / "done")
+    assert status.state == "completed" and status.progress.blocks_learned == 2
+    assert status.allocation_usd == "5"
+    poor = CampaignSpec(
+        tag="poor",
+        scenario="synthetic_l1",
+        dataset=dataset,
+        runs=tmp_path,
+        allocation_usd=Decimal("0.004"),
+    )
+    await run_campaign(poor)
+    assert campaign_status(tmp_path / "poor").state == "budget_blocked"
+
+
+async def test_two_processes_never_share_a_campaign(dataset: Path, tmp_path: Path) -> None:
+    from mw_actors._lock import campaign_lock
+    from mw_errors import ConfigError
+
+    spec = CampaignSpec(
+        tag="busy", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, train_split=12
+    )
+    await run_campaign(spec)
+    with campaign_lock(tmp_path / "busy"):  # as if another process were running it
+        resume = CampaignSpec(
+            tag="busy",
+            scenario="synthetic_l1",
+            dataset=dataset,
+            runs=tmp_path,
+            train_split=12,
+            resume=True,
+        )
+        with pytest.raises(ConfigError, match="running in another process"):
+            await run_campaign(resume)
