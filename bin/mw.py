@@ -326,6 +326,168 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _editing_options() -> Any:
+    from mw_actors.editing import CampaignOptions
+
+    return CampaignOptions(
+        bwrap=bwrap_override(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        git_commit=git_commit(),
+    )
+
+
+def _daemon_run(args: argparse.Namespace) -> int:
+    """The daemon in the foreground (``mw daemon start`` runs this detached)."""
+    import anyio
+
+    from mw_actors.daemon import Daemon, DaemonOptions
+
+    daemon = Daemon(_runs_dir(args.runs), DaemonOptions(editing=_editing_options()))
+
+    async def signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
+            async for signum in sigs:
+                if signum == signal.SIGUSR1:
+                    _dump_tasks()
+                else:
+                    daemon.stop()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(signals)
+            await daemon.serve()  # returns once stopped: by Shutdown or a signal
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return 0
+
+
+def _dump_tasks() -> None:
+    import asyncio
+
+    import structlog
+
+    tasks = []
+    for task in asyncio.all_tasks():
+        frames = task.get_stack(limit=1)
+        where = f"{frames[0].f_code.co_filename}:{frames[0].f_lineno}" if frames else "?"
+        tasks.append(f"{task.get_name()} at {where}")
+    structlog.get_logger("mw.daemon").warning("task_tree", tasks=sorted(tasks))
+
+
+def _daemon_start(args: argparse.Namespace) -> int:
+    import subprocess
+    import time
+
+    from mw_actors.daemon import DaemonPaths, daemon_running
+
+    runs = _runs_dir(args.runs)
+    paths = DaemonPaths(runs)
+    if daemon_running(runs):
+        pid = paths.pid.read_text().strip() if paths.pid.exists() else "?"
+        raise ConfigError(
+            f"a daemon already runs for {runs} (pid {pid})",
+            hint=f"use it, or stop it with `mw daemon stop --runs {runs}`",
+        )
+    paths.home.mkdir(parents=True, mode=0o700, exist_ok=True)
+    with open(paths.log, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bin.mw", "daemon", "run", "--runs", str(runs)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+    deadline = time.monotonic() + 60
+    while not daemon_running(runs):
+        if process.poll() is not None:
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+            raise ConfigError(f"the daemon did not start: {tail[0]}", hint=f"see {paths.log}")
+        if time.monotonic() > deadline:
+            raise ConfigError("the daemon did not listen within 60 s", hint=f"see {paths.log}")
+        time.sleep(0.05)
+    print(f"mw daemon: pid {process.pid}, socket {paths.socket}, log {paths.log}")
+    return 0
+
+
+def _daemon_request(runs: Path, request: Any) -> Any:
+    import anyio
+
+    from mw_actors.daemon import connect
+
+    async def ask() -> Any:
+        async with connect(runs) as connection:
+            return await connection.request(request)
+
+    return anyio.run(ask)
+
+
+def _daemon_stop(args: argparse.Namespace) -> int:
+    import time
+
+    from mw_actors.daemon import DaemonPaths, Shutdown, daemon_running
+
+    runs = _runs_dir(args.runs)
+    if not daemon_running(runs):
+        print(f"mw daemon: none runs for {runs}")
+        return 0
+    pid = DaemonPaths(runs).pid.read_text().strip()
+    _daemon_request(runs, Shutdown())
+    deadline = time.monotonic() + 90
+    while daemon_running(runs) or _alive(pid):
+        if time.monotonic() > deadline:
+            raise ConfigError(f"the daemon (pid {pid}) did not stop within 90 s")
+        time.sleep(0.05)
+    print(f"mw daemon: stopped (pid {pid})")
+    return 0
+
+
+def _alive(pid: str) -> bool:
+    """Whether ``pid`` runs (a zombie, whose parent is gone, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _daemon_status(args: argparse.Namespace) -> int:
+    from mw_actors.daemon import DaemonPaths, ListCampaigns, daemon_running
+
+    runs = _runs_dir(args.runs)
+    if not daemon_running(runs):
+        print(f"mw daemon: none runs for {runs}")
+        return 3
+    pid = DaemonPaths(runs).pid.read_text().strip()
+    campaigns = _daemon_request(runs, ListCampaigns())
+    print(f"mw daemon: pid {pid} serves {runs}; {len(campaigns)} campaigns")
+    for c in campaigns:
+        print(f"  {c['tag']}: {c['kind']}, {c['state']}")
+    return 0
+
+
+def _serve_learn_submit(args: argparse.Namespace) -> int:
+    from mw_actors.daemon import Submit
+
+    runs = _runs_dir(args.runs)
+    tag = args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}"
+    spec: dict[str, Any] = {
+        "scenario": args.scenario,
+        "method": args.method,
+        "model": args.model or os.environ.get("MW_MODEL") or "local/scripted",
+        "train_split": _train_split(args.train_split),
+        "concurrency": args.concurrency,
+        "allocation_usd": args.allocation,
+        "waiter": args.waiter,
+    }
+    if args.dataset:
+        spec["dataset"] = str(Path(args.dataset).resolve())
+    result = _daemon_request(runs, Submit(kind="serve-learn", tag=tag, spec=spec))
+    print(f"submitted {result['tag']} to the daemon for {runs}; watch it: mw status {tag}")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -423,6 +585,33 @@ def _parser() -> argparse.ArgumentParser:
         "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
     )
     serve_run.set_defaults(func=_serve_learn_run)
+
+    submit = serve_commands.add_parser("submit", help="hand a campaign to the running daemon")
+    submit.add_argument("scenario")
+    submit.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
+    submit.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    submit.add_argument("--tag", help="the run's name (default $MW_TAG)")
+    submit.add_argument("--method", default="mwm-local")
+    submit.add_argument("--model", help="the host model (default $MW_MODEL, local/scripted)")
+    submit.add_argument("--train-split", type=int)
+    submit.add_argument("--allocation", default="5")
+    submit.add_argument("--concurrency", type=int, default=4)
+    submit.add_argument(
+        "--waiter", choices=["pipelined", "after_training", "window_by_window"], default="pipelined"
+    )
+    submit.set_defaults(func=_serve_learn_submit)
+
+    daemon = commands.add_parser("daemon", help="run campaigns in the background")
+    daemon_commands = daemon.add_subparsers(dest="daemon_command", required=True)
+    for name, func, text in (
+        ("start", _daemon_start, "start the daemon for a runs directory (detached)"),
+        ("stop", _daemon_stop, "stop it; every campaign writes its terminal records"),
+        ("status", _daemon_status, "whether it runs, and its campaigns"),
+        ("run", _daemon_run, "the daemon in the foreground (what start detaches)"),
+    ):
+        command = daemon_commands.add_parser(name, help=text)
+        command.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+        command.set_defaults(func=func)
 
     status = commands.add_parser("status", help="where a campaign stands (daemon or not)")
     status.add_argument("tag", nargs="?", help="the campaign's tag (default: every campaign)")

@@ -25,6 +25,7 @@ The tree, drawn once::
     ├── EvidenceError               retained evidence does not check out
     │   ├── IntegrityError          a file's hash differs from the one pinned for it
     │   └── FingerprintMismatch     a regrade's runtime or inputs differ from its receipt
+    ├── DaemonError                 no daemon answers, or it refused the connection
     ├── EditFailed                  a trial's scripted edit did not run to a clean exit
     ├── GradingFailed               the grader process failed or answered nonsense
     ├── ProviderRefused             the meter or the provider answered an episode with an error
@@ -48,6 +49,7 @@ __all__ = [
     "ActorExited",
     "AskTimeout",
     "ConfigError",
+    "DaemonError",
     "EditFailed",
     "EvidenceError",
     "FingerprintMismatch",
@@ -185,6 +187,11 @@ class FingerprintMismatch(EvidenceError):
         "regrade with the package versions, thread settings and inputs the receipt froze "
         "(the diff above says which differ)"
     )
+
+
+class DaemonError(MwError):
+    code = "daemon_error"
+    hint = "see the daemon's log: <runs>/.mw-daemon/daemon.log"
 
 
 class EditFailed(MwError):

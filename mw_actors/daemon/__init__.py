@@ -1,9 +1,43 @@
-"""Watching campaigns: their status from the run directory (the daemon comes next).
+"""The daemon, its control socket, and campaign status.
 
 ``campaign_status(run_dir)`` works with or without a daemon: it reads the
-campaign's journal and its lock.
+campaign's journal and its lock. See docs/design/daemon.md.
 """
 
+from mw_errors import DaemonError
+
+from ._client import DaemonPaths, connect, daemon_running, subscribe
+from ._daemon import Daemon, DaemonOptions, peer_uid
+from ._protocol import (
+    PROTOCOL_VERSION,
+    Cancel,
+    Event,
+    ListCampaigns,
+    Shutdown,
+    Status,
+    Submit,
+    Tail,
+)
 from ._status import CampaignStatus, Progress, campaign_status
 
-__all__ = ["CampaignStatus", "Progress", "campaign_status"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "CampaignStatus",
+    "Cancel",
+    "Daemon",
+    "DaemonError",
+    "DaemonOptions",
+    "DaemonPaths",
+    "Event",
+    "ListCampaigns",
+    "Progress",
+    "Shutdown",
+    "Status",
+    "Submit",
+    "Tail",
+    "campaign_status",
+    "connect",
+    "daemon_running",
+    "peer_uid",
+    "subscribe",
+]

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 RECEIPT_SCHEMA_VERSION = 1
-Outcome = Literal["completed", "failed", "budget_blocked", "cancelled"]
+Outcome = Literal["completed", "failed", "budget_blocked", "cancelled", "unknown"]
 
 
 class CampaignStarted(Record, tag="editing.campaign_started", frozen=True):

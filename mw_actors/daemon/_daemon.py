@@ -1,0 +1,404 @@
+"""The daemon: campaigns in the background of one process, per runs directory.
+
+Lifecycle: take ``mw-daemon.lock`` (a second daemon on the same runs
+directory is refused) and write ``mw-daemon.pid``; remove a stale socket;
+recover: every campaign in the registry that stopped without its terminal
+records is acted on by kind (serve-learn resumes; editing, which never
+retries, gets ``unknown`` for the trials that were in flight); listen on
+``.mw-daemon/control.sock`` (mode 0600 in a 0700 directory; the peer's uid
+must be ours). ``Shutdown`` or SIGTERM stops it gracefully: every campaign
+is cancelled under its runtime, which writes its terminal records.
+
+Events go to subscribers through a bounded buffer each; a slow reader loses
+the oldest events (the next one it gets says how many), and never slows the
+daemon down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+import structlog
+
+from mw_errors import ConfigError, MwError
+
+from .._core._journal import open_journal, read_journal
+from .._reserver import BUDGET_RECORDS
+from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted
+from ..serve_learn._records import SERVE_LEARN_RECORDS
+from ._client import DaemonPaths
+from ._protocol import (
+    PROTOCOL_VERSION,
+    Cancel,
+    Event,
+    Failed,
+    Hello,
+    ListCampaigns,
+    Ok,
+    Refused,
+    Shutdown,
+    Status,
+    Submit,
+    Tail,
+    Welcome,
+    read_frame,
+    write_frame,
+)
+from ._status import campaign_status
+
+__all__ = ["Daemon", "DaemonOptions", "peer_uid"]
+
+log = structlog.get_logger("mw.daemon")
+EVENT_BUFFER = 256
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    """What ``bin/`` decided for the campaigns this daemon runs."""
+
+    editing: Any = None  # CampaignOptions for weight-editing campaigns
+    allowed_uid: int = field(default_factory=os.getuid)
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return int(uid)
+
+
+class _Subscriber:
+    def __init__(self) -> None:
+        self.send, self.receive = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
+        self.lagged = 0
+
+    def offer(self, event: Event) -> None:
+        try:
+            self.send.send_nowait(event)
+        except anyio.WouldBlock:  # lagged policy: drop the oldest, count what was lost
+            with contextlib.suppress(anyio.WouldBlock):
+                self.receive.receive_nowait()
+            self.lagged += 1
+            self.send.send_nowait(event)
+
+    def take_lag(self, event: Event) -> Event:
+        """``event``, saying how many events this subscriber lost just before it."""
+        if not self.lagged:
+            return event
+        lagged, self.lagged = self.lagged, 0
+        return msgspec.structs.replace(event, lagged=lagged)
+
+
+class _Campaign:
+    def __init__(self, kind: str, tag: str, spec: dict[str, Any]) -> None:
+        self.kind = kind
+        self.tag = tag
+        self.spec = spec
+        self.scope: anyio.CancelScope | None = None
+        self.cancelled = False
+        self.done = anyio.Event()
+        self.error: str | None = None
+
+
+class Daemon:
+    def __init__(self, runs: Path, options: DaemonOptions) -> None:
+        self.runs = runs
+        self.paths = DaemonPaths(runs)
+        self.options = options
+        self.campaigns: dict[str, _Campaign] = {}
+        self.subscribers: list[_Subscriber] = []
+        self.stopping = anyio.Event()
+        self._lock_fd: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        self.runs.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            owner = self.paths.pid.read_text().strip() if self.paths.pid.exists() else "?"
+            raise ConfigError(
+                f"a daemon already runs for {self.runs} (pid {owner})",
+                hint=f"use it, or stop it with `mw daemon stop --runs {self.runs}`",
+            ) from None
+        self._lock_fd = fd
+        self.paths.pid.write_text(f"{os.getpid()}\n")
+
+    def _prepare_socket(self) -> None:
+        self.paths.home.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.paths.home, 0o700)
+        self.paths.registry.mkdir(exist_ok=True)
+        if self.paths.socket.exists() or self.paths.socket.is_symlink():
+            self.paths.socket.unlink()  # stale: we hold the lock, so nobody serves on it
+            log.info("stale_socket_removed", path=str(self.paths.socket))
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run until :meth:`stop`; report readiness once the socket listens."""
+        self._take_lock()
+        try:
+            self._prepare_socket()
+            async with anyio.create_task_group() as tg:
+                self.tg = tg
+                old = os.umask(0o177)
+                try:
+                    listener = await anyio.create_unix_listener(str(self.paths.socket))
+                finally:
+                    os.umask(old)
+                os.chmod(self.paths.socket, 0o600)
+                await self._recover()
+                tg.start_soon(self._listen, listener)
+                log.info("daemon_ready", pid=os.getpid(), socket=str(self.paths.socket))
+                task_status.started()
+                await self.stopping.wait()
+                await self._stop_campaigns()
+                tg.cancel_scope.cancel()
+        finally:
+            self.paths.socket.unlink(missing_ok=True)
+            self.paths.pid.unlink(missing_ok=True)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def _stop_campaigns(self) -> None:
+        for campaign in self.campaigns.values():
+            if campaign.scope is not None:
+                campaign.scope.cancel()
+        with anyio.move_on_after(60):
+            for campaign in self.campaigns.values():
+                if campaign.scope is not None:
+                    await campaign.done.wait()
+
+    async def _listen(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
+        async with listener:
+            await listener.serve(self._connection, task_group=self.tg)
+
+    # -- events -------------------------------------------------------------------
+
+    def publish(self, tag: str, what: str, **detail: Any) -> None:
+        event = Event(tag=tag, what=what, detail=detail)
+        for subscriber in list(self.subscribers):
+            subscriber.offer(event)
+
+    # -- connections ----------------------------------------------------------------
+
+    async def _connection(self, stream: anyio.abc.SocketStream) -> None:
+        try:
+            async with stream:
+                raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+                uid = peer_uid(raw)
+                if uid != self.options.allowed_uid:
+                    log.warning("peer_refused", uid=uid)
+                    await write_frame(stream, Refused(reason=f"uid {uid} may not use this daemon"))
+                    return
+                with anyio.fail_after(10):
+                    hello = await read_frame(stream)
+                if not isinstance(hello, Hello) or hello.version != PROTOCOL_VERSION:
+                    await write_frame(
+                        stream, Refused(reason=f"speak protocol version {PROTOCOL_VERSION}")
+                    )
+                    return
+                await write_frame(stream, Welcome(version=PROTOCOL_VERSION, pid=os.getpid()))
+                if hello.role == "events":
+                    await self._events(stream)
+                else:
+                    await self._control(stream)
+        except (
+            anyio.EndOfStream,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            ConnectionError,
+            TimeoutError,
+        ):
+            return  # a client that leaves, abruptly or not, never disturbs the daemon
+        except MwError as exc:
+            log.warning("bad_client", error=exc.render())
+
+    async def _events(self, stream: anyio.abc.SocketStream) -> None:
+        subscriber = _Subscriber()
+        self.subscribers.append(subscriber)
+        try:
+            async with subscriber.receive:
+                async for event in subscriber.receive:
+                    await write_frame(stream, subscriber.take_lag(event))
+        finally:
+            self.subscribers.remove(subscriber)
+            subscriber.send.close()
+
+    async def _control(self, stream: anyio.abc.SocketStream) -> None:
+        while True:
+            request = await read_frame(stream)
+            try:
+                result = await self._handle(request)
+                reply: Ok | Failed = Ok(result=result)
+            except MwError as exc:
+                reply = Failed(code=exc.code, message=exc.message, hint=exc.hint)
+            await write_frame(stream, reply)
+            if isinstance(request, Shutdown):
+                self.stop()
+                return
+
+    async def _handle(self, request: Any) -> Any:
+        if isinstance(request, Submit):
+            return self._submit(request.kind, request.tag, request.spec, resume=False)
+        if isinstance(request, ListCampaigns):
+            return [self._status(tag) for tag in sorted(self._known())]
+        if isinstance(request, Status):
+            return self._status(request.tag)
+        if isinstance(request, Cancel):
+            campaign = self.campaigns.get(request.tag)
+            if campaign is None or campaign.scope is None or campaign.done.is_set():
+                raise ConfigError(f"campaign {request.tag!r} is not running here")
+            campaign.cancelled = True
+            campaign.scope.cancel()
+            await campaign.done.wait()
+            return self._status(request.tag)
+        if isinstance(request, Tail):
+            journal = self.runs / request.tag / "journal"
+            if not journal.is_dir():
+                raise ConfigError(f"no campaign {request.tag!r} under {self.runs}")
+            entries = read_journal(
+                journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS, *EDITING_RECORDS]
+            )
+            return [msgspec.to_builtins(e) for e in entries[-request.records :]]
+        if isinstance(request, Shutdown):
+            return "stopping"
+        raise ConfigError(f"unknown request {type(request).__name__}")
+
+    def _known(self) -> set[str]:
+        registered = {p.stem for p in self.paths.registry.glob("*.json")}
+        return registered | set(self.campaigns)
+
+    def _status(self, tag: str) -> dict[str, Any]:
+        run = self.runs / tag
+        campaign = self.campaigns.get(tag)
+        if not (run / "journal").is_dir():
+            if campaign is not None and not campaign.done.is_set():
+                return {"tag": tag, "kind": campaign.kind, "state": "running"}
+            raise ConfigError(f"no campaign {tag!r} under {self.runs}")
+        status = msgspec.to_builtins(campaign_status(run))
+        if campaign is not None:
+            if not campaign.done.is_set():
+                status["state"] = "running"
+            elif campaign.cancelled:
+                status["state"] = "cancelled"
+            if campaign.error:
+                status["error"] = campaign.error
+        return dict(status)
+
+    # -- campaigns ----------------------------------------------------------------
+
+    def _submit(self, kind: str, tag: str, spec: dict[str, Any], *, resume: bool) -> dict[str, Any]:
+        if tag in self.campaigns and not self.campaigns[tag].done.is_set():
+            raise ConfigError(f"campaign {tag!r} is already running")
+        if not resume and (self.runs / tag).exists():
+            raise ConfigError(
+                f"run directory {self.runs / tag} already exists", hint="pick another tag"
+            )
+        runner = self._runner(kind, tag, spec, resume)
+        entry = self.paths.registry / f"{tag}.json"
+        entry.write_text(json.dumps({"kind": kind, "tag": tag, "spec": spec}, indent=1))
+        campaign = _Campaign(kind, tag, spec)
+        self.campaigns[tag] = campaign
+        self.tg.start_soon(self._run, campaign, runner)
+        self.publish(tag, "resumed" if resume else "submitted", kind=kind)
+        return {"tag": tag, "kind": kind, "state": "running"}
+
+    def _runner(self, kind: str, tag: str, spec: dict[str, Any], resume: bool) -> Callable[[], Any]:
+        if kind == "serve-learn":
+            from ..serve_learn import CampaignSpec, run_campaign, write_synthetic
+
+            fields = dict(spec)
+            dataset = fields.pop("dataset", None)
+            scenario = str(fields["scenario"])
+            if dataset is None:
+                if not scenario.startswith("synthetic_"):
+                    raise ConfigError(f"scenario {scenario!r} needs a dataset")
+                dataset_dir = self.runs / ".datasets"
+                if not (dataset_dir / "data" / scenario).is_dir():
+                    write_synthetic(dataset_dir, scenario)
+            else:
+                dataset_dir = Path(dataset)
+            if "allocation_usd" in fields:
+                fields["allocation_usd"] = Decimal(str(fields["allocation_usd"]))
+            campaign_spec = CampaignSpec(
+                tag=tag, dataset=dataset_dir, runs=self.runs, resume=resume, **fields
+            )
+            return lambda: run_campaign(campaign_spec)
+        if kind == "editing":
+            from ..editing import load_config
+            from ..editing import run_campaign as run_editing
+
+            if self.options.editing is None:
+                raise ConfigError("this daemon runs no weight-editing campaigns")
+            loaded = load_config(Path(spec["config"]))
+            editing = dataclasses.replace(
+                self.options.editing, local_trusted=bool(spec.get("local_trusted", False))
+            )
+            return lambda: run_editing(loaded, self.runs / tag, editing)
+        raise ConfigError(f"unknown campaign kind {kind!r}; use serve-learn or editing")
+
+    async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:
+        try:
+            with anyio.CancelScope() as scope:
+                campaign.scope = scope
+                await runner()
+        except MwError as exc:
+            campaign.error = exc.render()
+            log.warning("campaign_failed", tag=campaign.tag, error=campaign.error)
+        except Exception as exc:  # a bug in a campaign must not take the daemon down
+            campaign.error = f"{type(exc).__name__}: {exc}"
+            log.exception("campaign_crashed", tag=campaign.tag)
+        finally:
+            campaign.done.set()
+            state = "cancelled" if campaign.cancelled else "failed" if campaign.error else "done"
+            self.publish(campaign.tag, "finished", state=state)
+
+    async def _recover(self) -> None:
+        """Act on every registered campaign that stopped without its terminal records."""
+        for entry in sorted(self.paths.registry.glob("*.json")):
+            data = json.loads(entry.read_text())
+            run = self.runs / data["tag"]
+            if not (run / "journal").is_dir():
+                continue
+            status = campaign_status(run)
+            if status.state != "failed":
+                continue
+            if data["kind"] == "serve-learn":
+                log.info("campaign_resumed", tag=data["tag"])
+                self._submit("serve-learn", data["tag"], data["spec"], resume=True)
+            else:
+                await _mark_unknown(run)
+
+
+async def _mark_unknown(run: Path) -> None:
+    """Weight editing never retries: a trial that was in flight ends as ``unknown``."""
+    records = [*BUDGET_RECORDS, *EDITING_RECORDS]
+    entries = read_journal(run / "journal", records)
+    started = {e.rec.trial_id for e in entries if isinstance(e.rec, TrialStarted)}
+    ended = {e.rec.trial_id for e in entries if isinstance(e.rec, TrialEnded)}
+    async with open_journal(run / "journal", record_types=records) as journal:
+        for trial_id in sorted(started - ended):
+            await journal.append(
+                TrialEnded(trial_id=trial_id, outcome="unknown", reason="the daemon died mid-trial")
+            )

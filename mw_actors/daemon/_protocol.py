@@ -1,0 +1,137 @@
+"""The control socket's protocol: a versioned handshake, then length-prefixed msgspec frames.
+
+Every frame is a 4-byte big-endian length and a msgspec JSON body. The client
+opens with :class:`Hello` (``role`` is ``control`` for requests, ``events``
+for the read-only event subscription); the daemon answers :class:`Welcome`
+or :class:`Refused`. On a control connection each request gets one reply:
+:class:`Ok` or :class:`Failed`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Literal
+
+import anyio.abc
+import msgspec
+
+from mw_errors import ConfigError
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Cancel",
+    "Event",
+    "Failed",
+    "Hello",
+    "ListCampaigns",
+    "Ok",
+    "Refused",
+    "Request",
+    "Shutdown",
+    "Status",
+    "Submit",
+    "Tail",
+    "Welcome",
+    "read_frame",
+    "write_frame",
+]
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 8 << 20
+
+
+class Hello(msgspec.Struct, frozen=True, tag=True):
+    version: int
+    role: Literal["control", "events"]
+
+
+class Welcome(msgspec.Struct, frozen=True, tag=True):
+    version: int
+    pid: int
+
+
+class Refused(msgspec.Struct, frozen=True, tag=True):
+    reason: str
+
+
+class Submit(msgspec.Struct, frozen=True, tag=True):
+    kind: Literal["serve-learn", "editing"]
+    tag: str
+    spec: dict[str, Any]
+
+
+class ListCampaigns(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+class Status(msgspec.Struct, frozen=True, tag=True):
+    tag: str
+
+
+class Cancel(msgspec.Struct, frozen=True, tag=True):
+    tag: str
+
+
+class Tail(msgspec.Struct, frozen=True, tag=True):
+    tag: str
+    records: int = 20
+
+
+class Shutdown(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+Request = Submit | ListCampaigns | Status | Cancel | Tail | Shutdown
+
+
+class Ok(msgspec.Struct, frozen=True, tag=True):
+    result: Any = None
+
+
+class Failed(msgspec.Struct, frozen=True, tag=True):
+    code: str
+    message: str
+    hint: str = ""
+
+
+class Event(msgspec.Struct, frozen=True, tag=True):
+    """One thing that happened; ``lagged`` counts events this subscriber missed before it."""
+
+    tag: str
+    what: str
+    detail: dict[str, Any] = {}
+    lagged: int = 0
+
+
+Message = Hello | Welcome | Refused | Request | Ok | Failed | Event
+_decoder = msgspec.json.Decoder(Message)
+_encoder = msgspec.json.Encoder()
+
+
+async def write_frame(stream: anyio.abc.ByteSendStream, message: Any) -> None:
+    body = _encoder.encode(message)
+    await stream.send(struct.pack(">I", len(body)) + body)
+
+
+async def _exactly(stream: anyio.abc.ByteReceiveStream, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = await stream.receive(size - len(data))
+        data += chunk
+    return data
+
+
+async def read_frame(stream: anyio.abc.ByteReceiveStream) -> Any:
+    """The next message.
+
+    Raises:
+        anyio.EndOfStream: the peer closed the connection.
+        ConfigError: a frame too large or not a message.
+    """
+    (size,) = struct.unpack(">I", await _exactly(stream, 4))
+    if size > MAX_FRAME:
+        raise ConfigError(f"a control frame of {size} bytes is over the {MAX_FRAME} limit")
+    try:
+        return _decoder.decode(await _exactly(stream, size))
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"not a control message: {exc}") from None
