@@ -23,16 +23,32 @@ def _runs_dir(flag: str | None) -> Path:
     return Path(flag or os.environ.get("MW_RUNS") or DEFAULT_RUNS).expanduser()
 
 
+class _DaemonProcess:
+    """The demo's daemon: a real process, started and stopped as the commands do it."""
+
+    def start(self, runs: Path) -> str:
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _daemon_start(argparse.Namespace(runs=str(runs)))
+        return out.getvalue().strip()
+
+    def stop(self, runs: Path) -> str:
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _daemon_stop(argparse.Namespace(runs=str(runs)))
+        return out.getvalue().strip()
+
+
 def _demo(args: argparse.Namespace) -> int:
     from mw_actors.demo import run_demo
-    from mw_actors.editing import CampaignOptions
 
-    editing = CampaignOptions(
-        bwrap=bwrap_override(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        git_commit=git_commit(),
-    )
-    return run_demo(_runs_dir(args.runs), backend=args.backend, editing=editing)
+    return run_demo(_runs_dir(args.runs), backend=args.backend, daemon=_DaemonProcess())
 
 
 def _journal_check(args: argparse.Namespace) -> int:

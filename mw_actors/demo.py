@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -30,7 +30,7 @@ from ._core._spec import Backoff, ChildSpec, SupervisorSpec
 from ._core._supervisor import supervisor
 from ._core._views import SupervisionView
 
-__all__ = ["DemoEvidence", "run_demo"]
+__all__ = ["DaemonControl", "DemoEvidence", "run_demo"]
 
 CRASH_ON = frozenset({3, 7})
 ITEMS = 10
@@ -131,22 +131,64 @@ def _report(journal_dir: Path, say: Callable[[str], None]) -> int:
     return 0 if one_each and evidence == list(range(ITEMS)) else 1
 
 
-async def _serve_learn(run_dir: Path, say: Callable[[str], None]) -> bool:
-    from .serve_learn import CampaignSpec, run_campaign, score_file, write_synthetic
+async def _campaigns_via_daemon(
+    run_dir: Path, daemon: DaemonControl, say: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """Start the daemon, submit both campaign kinds, watch them to the end, stop it."""
+    from .daemon import ListCampaigns, Submit, connect
+    from .editing import write_fixture
+
+    say("")
+    say("mw demo: both campaign kinds through a daemon")
+    config = write_fixture(run_dir / "editing-inputs")
+    say(f"  {await anyio.to_thread.run_sync(daemon.start, run_dir)}")
+    try:
+        async with connect(run_dir) as control:
+            for method in ("mwm-local", "blind"):
+                spec = {"scenario": "synthetic_l1", "method": method}
+                await control.request(
+                    Submit(kind="serve-learn", tag=f"serve-learn-{method}", spec=spec)
+                )
+            await control.request(
+                Submit(kind="editing", tag="editing", spec={"config": str(config)})
+            )
+            say("  submitted: serve-learn-mwm-local, serve-learn-blind, editing")
+            shown: dict[str, str] = {}
+            while True:
+                statuses: list[dict[str, Any]] = await control.request(ListCampaigns())
+                for s in statuses:
+                    line = _progress_line(s)
+                    if shown.get(s["tag"]) != line:
+                        shown[s["tag"]] = line
+                        say(f"    {line}")
+                if all(s["state"] != "running" for s in statuses):
+                    break
+                await anyio.sleep(0.5)
+    finally:
+        say(f"  {await anyio.to_thread.run_sync(daemon.stop, run_dir)}")
+    return statuses
+
+
+def _progress_line(status: dict[str, Any]) -> str:
+    p = status.get("progress") or {}
+    if status["kind"] == "serve-learn":
+        done = (
+            f"{p.get('cases_served', 0)} cases served, {p.get('blocks_learned', 0)} blocks "
+            f"learned, {p.get('windows_tested', 0)} windows tested"
+        )
+    else:
+        done = f"{p.get('trials_done', 0)} trials done"
+    return f"{status['tag']}: {status['state']}; {done}"
+
+
+def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
+    from .serve_learn import RunDir, score_file
 
     say("")
     say("mw demo: serve-and-learn on the synthetic scenario (offline, labelled synthetic)")
-    dataset = write_synthetic(run_dir / "dataset")
     scores = {}
     for method in ("mwm-local", "blind"):
-        spec = CampaignSpec(
-            tag=f"serve-learn-{method}",
-            scenario="synthetic_l1",
-            dataset=dataset,
-            runs=run_dir,
-            method=method,
-        )
-        run = await run_campaign(spec)
+        run = RunDir(run_dir, f"serve-learn-{method}", "synthetic_l1")
         scores[method] = score_file(run.results)
         ledger = json.loads((run.root / "wire_ledger.json").read_text())
         say(f"  {method}: {run.root}")
@@ -171,16 +213,15 @@ async def _serve_learn(run_dir: Path, say: Callable[[str], None]) -> bool:
     return mwm > blind
 
 
-async def _editing(run_dir: Path, options: Any, say: Callable[[str], None]) -> bool:
-    from .editing import build_report, load_config, render_markdown, run_campaign, write_fixture
+def _editing_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
+    from .editing import build_report, render_markdown
 
     say("")
     say("mw demo: weight editing on the benchmark fixture (bwrap sandbox)")
-    config = write_fixture(run_dir / "editing-inputs")
-    layout = await run_campaign(load_config(config), run_dir / "editing-run", options)
-    report = build_report(layout.root)
-    (layout.root / "report.md").write_text(render_markdown(report))
-    say(f"  run directory: {layout.root} (report: {layout.root / 'report.md'})")
+    run = run_dir / "editing"
+    report = build_report(run)
+    (run / "report.md").write_text(render_markdown(report))
+    say(f"  run directory: {run} (report: {run / 'report.md'})")
     for arm, summary in report.arms.items():
         say(
             f"    {arm:<9} task loss {summary.mean_task_loss:.4f}, "
@@ -193,11 +234,25 @@ async def _editing(run_dir: Path, options: Any, say: Callable[[str], None]) -> b
     )
 
 
-async def _all(run_dir: Path, options: Any, say: Callable[[str], None]) -> int:
+class DaemonControl(Protocol):
+    """How the demo starts and stops a daemon process (``bin/`` provides it)."""
+
+    def start(self, runs: Path) -> str: ...
+
+    def stop(self, runs: Path) -> str: ...
+
+
+async def _all(run_dir: Path, daemon: DaemonControl | None, say: Callable[[str], None]) -> int:
     status = await _demo(run_dir, say)
-    learned = await _serve_learn(run_dir, say)
-    edited = await _editing(run_dir, options, say) if options is not None else True
-    return status or (0 if learned and edited else 1)
+    if daemon is None:
+        return status
+    statuses = await _campaigns_via_daemon(run_dir, daemon, say)
+    finished = all(s["state"] == "completed" for s in statuses)
+    learned = _serve_learn_summary(run_dir, say)
+    edited = _editing_summary(run_dir, say)
+    say("")
+    say(f"  every campaign completed with all its terminal records: {finished}")
+    return status or (0 if learned and edited and finished else 1)
 
 
 def run_demo(
@@ -205,14 +260,14 @@ def run_demo(
     *,
     backend: str = "asyncio",
     say: Callable[[str], None] = print,
-    editing: Any = None,
+    daemon: DaemonControl | None = None,
 ) -> int:
     """Run the demo under ``runs_dir`` on ``backend``; return the process exit status.
 
-    ``editing`` is the weight-editing campaign's ``CampaignOptions`` (None skips it).
+    ``daemon`` starts and stops the daemon the campaigns run in (None: the runtime part only).
     """
     run_dir = runs_dir / time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=False)
     say("mw demo: a supervised actor tree over a durable journal")
     say(f"  run directory: {run_dir}")
-    return anyio.run(_all, run_dir, editing, say, backend=backend)
+    return anyio.run(_all, run_dir, daemon, say, backend=backend)

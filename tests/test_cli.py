@@ -29,6 +29,8 @@ def test_demo_runs_end_to_end_and_checks_its_journal(tmp_path: Path) -> None:
     assert "evidence records: 10 of 10" in result.stdout
     assert "mwm-local beats blind on hidden tasks: True" in result.stdout
     assert "agent's undo restores the baseline: True" in result.stdout
+    assert "every campaign completed with all its terminal records: True" in result.stdout
+    assert "mw daemon: stopped" in result.stdout
     (run_dir,) = tmp_path.iterdir()
     check = mw("journal", "check", str(run_dir / "journal"))
     assert check.returncode == 0, check.stderr

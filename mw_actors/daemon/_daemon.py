@@ -296,7 +296,12 @@ class Daemon:
             if campaign is not None and not campaign.done.is_set():
                 return {"tag": tag, "kind": campaign.kind, "state": "running"}
             raise ConfigError(f"no campaign {tag!r} under {self.runs}")
-        status = msgspec.to_builtins(campaign_status(run))
+        try:
+            status = msgspec.to_builtins(campaign_status(run))
+        except ConfigError:
+            if campaign is None or campaign.done.is_set():
+                raise
+            return {"tag": tag, "kind": campaign.kind, "state": "running"}  # just starting
         if campaign is not None:
             if not campaign.done.is_set():
                 status["state"] = "running"
