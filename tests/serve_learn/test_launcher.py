@@ -52,3 +52,49 @@ def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -
         time.sleep(0.2)
     time.sleep(0.5)
     assert "window 0 on v2" in (tmp_path / "bg" / "test.log").read_text()
+
+
+@pytest.mark.timeout(150)
+def test_with_a_daemon_running_the_launcher_submits_to_it(tmp_path: Path) -> None:
+    import json
+    import tempfile
+
+    runs = Path(tempfile.mkdtemp(prefix="mwl-"))  # a short path for the daemon's socket
+    mw = [sys.executable, "-m", "bin.mw"]
+    try:
+        started = subprocess.run(
+            [*mw, "daemon", "start", "--runs", str(runs)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert started.returncode == 0, started.stderr
+        env = _env(runs, MW_MODEL="local/scripted", MW_TRAIN_SPLIT="12", MW_TAG="viad")
+        done = subprocess.run(
+            ["bash", str(LAUNCH), "synthetic_l1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "submitted viad to the daemon" in done.stdout
+        deadline = time.monotonic() + 100
+        while True:
+            status = subprocess.run(
+                [*mw, "status", "viad", "--runs", str(runs), "--json"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if status.returncode == 0 and json.loads(status.stdout)["state"] == "completed":
+                break
+            assert time.monotonic() < deadline, status.stdout + status.stderr
+            time.sleep(0.3)
+        assert not (runs / "viad.launch.log").exists()  # it ran in the daemon, not in nohup
+    finally:
+        subprocess.run(
+            [*mw, "daemon", "stop", "--runs", str(runs)], cwd=ROOT, capture_output=True, check=False
+        )

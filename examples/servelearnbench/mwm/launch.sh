@@ -41,8 +41,16 @@ dataset=()
 # Validate in the foreground (scenario, dataset, split), then train in the background.
 "$python" -m bin.mw serve-learn plan "$scenario" "${dataset[@]}" >/dev/null
 mkdir -p "$runs"
-log="$runs/$tag.launch.log"
 cd "$repo"
+split=()
+[ -n "${MW_TRAIN_SPLIT:-}" ] && split=(--train-split "$MW_TRAIN_SPLIT")
+if "$python" -m bin.mw daemon status --runs "$runs" >/dev/null 2>&1; then
+  # A daemon serves this runs directory: hand the campaign to it.
+  "$python" -m bin.mw serve-learn submit "$scenario" "${dataset[@]}" "${split[@]}" \
+    --runs "$runs" --tag "$tag" --model "$model"
+  exit 0
+fi
+log="$runs/$tag.launch.log"
 nohup "$python" -m bin.mw serve-learn run "$scenario" "${dataset[@]}" --runs "$runs" \
   --tag "$tag" --model "$model" >"$log" 2>&1 &
 echo "launch.sh: $tag started in the background (pid $!)"
