@@ -504,6 +504,39 @@ def _serve_learn_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _attach(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mw_actors.daemon import daemon_running, subscribe
+    from mw_actors.daemon._attach import attach
+
+    runs = _runs_dir(args.runs)
+    tag = args.tag
+    if tag is None:
+        found = sorted(
+            (p for p in runs.glob("*") if (p / "journal").is_dir()),
+            key=lambda p: p.stat().st_mtime,
+        )
+        if not found:
+            raise ConfigError(f"no campaign under {runs}", hint="pass --runs or a TAG")
+        tag = found[-1].name
+    run_dir = runs / tag
+
+    async def main() -> str:
+        if daemon_running(runs) and not args.once:
+            async with subscribe(runs) as events:
+                return await attach(run_dir, events=events, until_done=args.until_done)
+        return await attach(run_dir, once=args.once, until_done=args.until_done)
+
+    try:
+        state = anyio.run(main)
+    except KeyboardInterrupt:
+        print(f"detached from {tag}; it keeps running")
+        return 0
+    print(f"{tag}: {state}")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -634,6 +667,13 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=_status)
+
+    attach = commands.add_parser("attach", help="a live view of a campaign (Ctrl-C detaches)")
+    attach.add_argument("tag", nargs="?", help="the campaign (default: the newest)")
+    attach.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    attach.add_argument("--once", action="store_true", help="print one frame and exit")
+    attach.add_argument("--until-done", action="store_true", help="exit when it ends")
+    attach.set_defaults(func=_attach)
 
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")

@@ -593,6 +593,7 @@ async def _run(
                         blocks=schedule.blocks,
                         test_versions={str(w.window): w.test_version for w in schedule.windows},
                         allocation_usd=str(spec.allocation_usd),
+                        window_sizes={str(w.window): w.serving for w in schedule.windows},
                     )
                 )
             reserver = await rt.root.child("reserver")

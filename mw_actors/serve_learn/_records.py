@@ -34,6 +34,7 @@ class CampaignStarted(Record, tag="serve_learn.campaign_started", frozen=True):
     blocks: int
     test_versions: dict[str, int]  # window -> version
     allocation_usd: str
+    window_sizes: dict[str, int] = {}  # window -> serving cases
 
 
 class EpisodeStarted(Record, tag="serve_learn.episode_started", frozen=True):

@@ -1,0 +1,98 @@
+"""``mw attach``: a live view that never disturbs the campaign or the daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(180)
+
+
+def mw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bin.mw", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+
+
+@pytest.fixture
+def runs() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="mwa-"))
+    yield path
+    mw("daemon", "stop", "--runs", str(path))
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_attach_once_shows_progress_actors_and_spend(runs: Path) -> None:
+    ran = mw(
+        "serve-learn",
+        "run",
+        "synthetic_l1",
+        "--runs",
+        str(runs),
+        "--tag",
+        "a",
+        "--train-split",
+        "24",
+    )
+    assert ran.returncode == 0, ran.stderr
+    view = mw("attach", "a", "--runs", str(runs), "--once")
+    assert view.returncode == 0, view.stderr
+    for expected in (
+        "a  (serve-learn, completed)",
+        "window 0",
+        "24/24",
+        "blocks learned",
+        "2/2",
+        "root/campaign/learner",
+        "host",
+        "a: completed",
+    ):
+        assert expected in view.stdout, view.stdout
+
+
+def test_an_attach_killed_mid_view_never_disturbs_the_daemon(runs: Path) -> None:
+    assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
+    submitted = mw(
+        "serve-learn",
+        "submit",
+        "synthetic_l1",
+        "--runs",
+        str(runs),
+        "--tag",
+        "b",
+        "--train-split",
+        "36",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    for _ in range(3):  # attach, then vanish without a word
+        viewer = subprocess.Popen(
+            [sys.executable, "-m", "bin.mw", "attach", "b", "--runs", str(runs)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)
+        viewer.send_signal(signal.SIGKILL)
+        viewer.wait()
+    follow = mw("attach", "b", "--runs", str(runs), "--until-done")
+    assert follow.returncode == 0, follow.stderr
+    assert "b: completed" in follow.stdout
+    status = json.loads(mw("status", "b", "--runs", str(runs), "--json").stdout)
+    assert status["state"] == "completed" and status["progress"]["cases_served"] == 36
