@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/meters.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/editing.py
 	$(BIN)/python bench/serve_learn.py --split 144
+	$(BIN)/python bench/daemon.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

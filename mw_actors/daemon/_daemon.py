@@ -50,6 +50,7 @@ from ._protocol import (
     ListCampaigns,
     Ok,
     Refused,
+    Resume,
     Shutdown,
     Status,
     Submit,
@@ -273,6 +274,21 @@ class Daemon:
             campaign.scope.cancel()
             await campaign.done.wait()
             return self._status(request.tag)
+        if isinstance(request, Resume):
+            entry = self.paths.registry / f"{request.tag}.json"
+            if not entry.is_file():
+                raise ConfigError(f"no campaign {request.tag!r} was submitted here")
+            data = json.loads(entry.read_text())
+            if data["kind"] != "serve-learn":
+                raise ConfigError(
+                    f"campaign {request.tag!r} is weight editing, which never continues",
+                    hint="start a new run; regrade a trial with `wsm benchmark regrade`",
+                )
+            known = self.campaigns.get(request.tag)
+            stopped = campaign_status(self.runs / request.tag).state == "failed"
+            if not stopped and not (known is not None and known.cancelled):
+                raise ConfigError(f"campaign {request.tag!r} has nothing to resume")
+            return self._submit("serve-learn", request.tag, data["spec"], resume=True)
         if isinstance(request, Tail):
             journal = self.runs / request.tag / "journal"
             if not journal.is_dir():

@@ -27,6 +27,7 @@ __all__ = [
     "Ok",
     "Refused",
     "Request",
+    "Resume",
     "Shutdown",
     "Status",
     "Submit",
@@ -72,6 +73,10 @@ class Cancel(msgspec.Struct, frozen=True, tag=True):
     tag: str
 
 
+class Resume(msgspec.Struct, frozen=True, tag=True):
+    tag: str
+
+
 class Tail(msgspec.Struct, frozen=True, tag=True):
     tag: str
     records: int = 20
@@ -81,7 +86,7 @@ class Shutdown(msgspec.Struct, frozen=True, tag=True):
     pass
 
 
-Request = Submit | ListCampaigns | Status | Cancel | Tail | Shutdown
+Request = Submit | ListCampaigns | Status | Cancel | Resume | Tail | Shutdown
 
 
 class Ok(msgspec.Struct, frozen=True, tag=True):

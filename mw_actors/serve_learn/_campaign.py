@@ -486,6 +486,13 @@ def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
         )
     if spec.resume and not run.journal.is_dir():
         raise ConfigError(f"{run.root} has no campaign to resume")
+    if not spec.scenario.startswith("synthetic_"):
+        raise ConfigError(
+            f"scenario {spec.scenario!r} needs ServeLearnBench's own environment and verifier, "
+            "which this build does not drive yet",
+            hint="install the servelearnbench package (Python >= 3.12) when it is wired in; "
+            "offline, use synthetic_l1",
+        )
     if not spec.model.startswith("local/"):
         raise ConfigError(
             f"model {spec.model!r}: only local/... models run offline in this build",

@@ -242,3 +242,40 @@ def test_kill_9_of_the_daemon_then_restart_resumes_the_campaign(runs: Path) -> N
         counts = Counter(e.rec.task_id for e in records if isinstance(e.rec, EpisodeEnded))
         assert max(counts.values()) == 1
         assert mw("daemon", "stop", "--runs", str(runs)).returncode == 0
+
+
+def test_cancel_then_resume_over_the_control_socket(runs: Path) -> None:
+    import anyio
+
+    from mw_actors.daemon import Cancel, Resume
+
+    assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
+    submitted = mw(
+        "serve-learn",
+        "submit",
+        "synthetic_l1",
+        "--runs",
+        str(runs),
+        "--tag",
+        "c",
+        "--train-split",
+        "48",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+
+    async def control() -> tuple[Any, Any]:
+        async with connect(runs) as connection:
+            while True:
+                current = await connection.request(Status(tag="c"))
+                if (current.get("progress") or {}).get("cases_served", 0) >= 12:
+                    break
+                await anyio.sleep(0.05)
+            cancelled = await connection.request(Cancel(tag="c"))
+            resumed = await connection.request(Resume(tag="c"))
+            return cancelled, resumed
+
+    cancelled, resumed = anyio.run(control)
+    assert cancelled["state"] == "cancelled"
+    assert resumed["state"] == "running"
+    final = wait_for(runs, "c", {"completed"})
+    assert final["progress"]["cases_served"] == 48
