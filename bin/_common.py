@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
 
-__all__ = ["bwrap_override", "configure_logging", "git_commit"]
+__all__ = ["bwrap_override", "configure_logging", "git_commit", "run_command"]
 
 
 def configure_logging(verbose: bool) -> None:
@@ -48,3 +50,19 @@ def git_commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    """Parse, run the chosen command, and turn an MwError into one line and exit status 2."""
+    from mw_errors import MwError
+
+    args = parser.parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        status: int = args.func(args)
+    except MwError as exc:
+        print(f"{prog}: {exc.render()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status

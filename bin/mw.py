@@ -12,9 +12,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mw_errors import ConfigError, MwError
+from mw_errors import ConfigError
 
-from ._common import bwrap_override, configure_logging, git_commit
+from ._common import bwrap_override, git_commit, run_command
 
 DEFAULT_RUNS = "~/code/metaworld-runs"
 
@@ -689,16 +689,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    configure_logging(args.verbose)
-    try:
-        status: int = args.func(args)
-    except MwError as exc:
-        print(f"mw: {exc.render()}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return status
+    return run_command("mw", _parser(), argv)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mw_errors import ConfigError, MwError
+from mw_errors import ConfigError
 
-from ._common import bwrap_override, configure_logging, git_commit
+from ._common import bwrap_override, git_commit, run_command
 
 if TYPE_CHECKING:
     from mw_actors.editing import CampaignOptions, Loaded
@@ -177,16 +177,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    configure_logging(args.verbose)
-    try:
-        status: int = args.func(args)
-    except MwError as exc:
-        print(f"wsm: {exc.render()}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return status
+    return run_command("wsm", _parser(), argv)
 
 
 if __name__ == "__main__":

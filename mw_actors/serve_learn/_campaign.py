@@ -237,18 +237,21 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     shared.overhead.append(time.perf_counter() - began - queued - provider)
 
 
-class Learner(Actor[int]):
+class _Journaled(Actor[Any]):
+    """A campaign actor: it needs the campaign journal (a campaign always has one)."""
+
+    async def init(self, ctx: ActorContext) -> object:
+        journal = ctx.runtime.journal
+        assert journal is not None, "a campaign runs with a journal"
+        self.journal: Journal = journal
+        return None
+
+
+class Learner(_Journaled):
     """Learns block k into v(k+1), exactly once; a restart learns what is pending."""
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
-
-    async def init(self, ctx: ActorContext) -> object:
-        self.ctx = ctx
-        journal = ctx.runtime.journal
-        assert journal is not None
-        self.journal: Journal = journal
-        return None
 
     async def run(self, ctx: ActorContext) -> None:
         # A block served in full but not learned (the learner crashed, or the process
@@ -321,18 +324,12 @@ def _digest(directory: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-class Stream(Actor[Any]):
+class Stream(_Journaled):
     """Serves the stream block by block; block k waits for v(k)."""
 
     def __init__(self, shared: Shared, learner: ActorRef[int]) -> None:
         self.shared = shared
         self.learner = learner
-
-    async def init(self, ctx: ActorContext) -> object:
-        journal = ctx.runtime.journal
-        assert journal is not None
-        self.journal: Journal = journal
-        return None
 
     async def run(self, ctx: ActorContext) -> None:
         shared = self.shared
@@ -357,17 +354,11 @@ class Stream(Actor[Any]):
             shared.learner_done.set()
 
 
-class Waiter(Actor[Any]):
+class Waiter(_Journaled):
     """Tests window w on v(test_version(w)) as soon as it exists; tests never learn."""
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
-
-    async def init(self, ctx: ActorContext) -> object:
-        journal = ctx.runtime.journal
-        assert journal is not None
-        self.journal: Journal = journal
-        return None
 
     async def run(self, ctx: ActorContext) -> None:
         shared = self.shared
