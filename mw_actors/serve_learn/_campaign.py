@@ -231,8 +231,9 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         input_tokens=tokens_in,
         output_tokens=tokens_out,
         evidence=str(evidence.relative_to(shared.run.root)),
+        trace=trace,
     )
-    await journal.append(ended)
+    await journal.append(ended)  # the evidence is durable here: the trace is in the record
     shared.ended[task.task_id] = ended
     shared.overhead.append(time.perf_counter() - began - queued - provider)
 
@@ -267,12 +268,20 @@ class Learner(_Journaled):
         if block in shared.learned:
             return
         started = time.perf_counter()
+        # The evidence comes from the journaled records (fsynced), never from an evaluator.
         evidence = []
-        for earlier in shared.serving_blocks()[: block + 1]:
+        for number, earlier in enumerate(shared.serving_blocks()[: block + 1]):
             for task in earlier:
-                path = shared.run.evidence / f"{task.task_id}.json"
-                if path.is_file():
-                    evidence.append(json.loads(path.read_text()))
+                ended = shared.ended.get(task.task_id)
+                if ended is not None:
+                    evidence.append(
+                        {
+                            "block": number,
+                            "reward": ended.reward,
+                            "trace": ended.trace,
+                            "feedback": score_line(ended.reward),
+                        }
+                    )
         staging = shared.run.checkout / "staging"
         shutil.rmtree(staging, ignore_errors=True)
         await anyio.to_thread.run_sync(shared.method.learn, evidence, block, staging)
@@ -675,7 +684,6 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
         }
     ]
     for rec in ended:
-        evidence = json.loads((run.root / rec.evidence).read_text()) if rec.evidence else {}
         lines.append(
             {
                 "scenario": spec.scenario,
@@ -688,7 +696,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
                 "category": rec.category,
                 "reward": rec.reward,
                 "tokens": rec.input_tokens + rec.output_tokens,
-                "trace": evidence.get("trace", []),
+                "trace": rec.trace,
                 "record": {"status": rec.status, "checkpoint": rec.checkpoint},
                 "checkpoint": rec.checkpoint,
             }

@@ -7,7 +7,7 @@ resume and never re-run: the protocol attempts every task once.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from .._core._records import Record
 
@@ -54,7 +54,8 @@ class EpisodeEnded(Record, tag="serve_learn.episode_ended", frozen=True):
     reward: float
     input_tokens: int = 0
     output_tokens: int = 0
-    evidence: str | None = None  # relative to the run directory
+    evidence: str | None = None  # a readable copy, relative to the run directory
+    trace: list[dict[str, Any]] = []  # tool calls and results: the evidence itself
 
 
 class BlockLearned(Record, tag="serve_learn.block_learned", frozen=True):
