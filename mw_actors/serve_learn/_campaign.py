@@ -218,7 +218,11 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         "reward": reward,
         "feedback": score_line(reward) if phase == "serving" else None,
     }
-    await anyio.Path(evidence).write_bytes(json.dumps(record).encode())
+    # A readable copy, replaced whole (a reader never sees half of one); the journal
+    # record below is what makes the evidence durable.
+    partial_copy = evidence.with_suffix(".json.tmp")
+    await anyio.Path(partial_copy).write_bytes(json.dumps(record).encode())
+    await anyio.Path(partial_copy).rename(evidence)
     ended = EpisodeEnded(
         task_id=task.task_id,
         phase=phase,  # type: ignore[arg-type]

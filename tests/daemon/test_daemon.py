@@ -72,7 +72,7 @@ def wait_for(runs: Path, tag: str, states: set[str], limit: float = 120) -> dict
         current = status(runs, tag)
         if current["state"] in states:
             return current
-        assert time.monotonic() < deadline, current
+        assert time.monotonic() < deadline, json.dumps(current)
         time.sleep(0.2)
 
 
