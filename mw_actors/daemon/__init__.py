@@ -19,10 +19,11 @@ from ._protocol import (
     Submit,
     Tail,
 )
-from ._status import CampaignStatus, Progress, campaign_status
+from ._status import ActorState, CampaignStatus, Progress, campaign_status
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "ActorState",
     "CampaignStatus",
     "Cancel",
     "Daemon",

@@ -33,7 +33,7 @@ from ..serve_learn._records import (
 from ..serve_learn._records import CampaignEnded as ServeLearnEnded
 from ..serve_learn._records import CampaignStarted as ServeLearnStarted
 
-__all__ = ["CampaignStatus", "Progress", "campaign_status"]
+__all__ = ["ActorState", "CampaignStatus", "Progress", "campaign_status"]
 
 State = Literal["running", "completed", "failed", "cancelled", "budget_blocked"]
 
@@ -45,6 +45,13 @@ class Progress(msgspec.Struct, frozen=True):
     trials_done: int = 0
 
 
+class ActorState(msgspec.Struct, frozen=True):
+    runs: int
+    restarts: int
+    last_exit: str | None
+    alive: bool
+
+
 class CampaignStatus(msgspec.Struct, frozen=True):
     tag: str
     kind: Literal["serve-learn", "editing"]
@@ -53,6 +60,8 @@ class CampaignStatus(msgspec.Struct, frozen=True):
     spend_usd: dict[str, str]
     allocation_usd: str
     open_actor_runs: int
+    actors: dict[str, ActorState] = {}  # the supervision tree as the journal tells it
+    heartbeat: float | None = None  # wall time of the campaign's last journal record
 
 
 def _ledger_spend(path: Path) -> Decimal:
@@ -130,4 +139,9 @@ def campaign_status(run_dir: Path) -> CampaignStatus:
         spend_usd=spend,
         allocation_usd=allocation,
         open_actor_runs=open_runs,
+        actors={
+            name: ActorState(v.runs, v.restarts, v.last_exit, bool(v.open_runs) and running)
+            for name, v in sorted(views.items())
+        },
+        heartbeat=entries[-1].t if entries else None,
     )
