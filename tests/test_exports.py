@@ -11,6 +11,7 @@ import pytest
 PACKAGES = [
     "meters",
     "mw_actors",
+    "mw_actors.daemon",
     "mw_actors.editing",
     "mw_actors.serve_learn",
     "mw_errors",
