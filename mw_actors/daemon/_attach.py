@@ -22,18 +22,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from .._core._journal import read_journal, rebuild
-from .._core._views import SupervisionView
-from .._reserver import BUDGET_RECORDS
-from ..editing._records import EDITING_RECORDS
+from .._core._journal import read_journal
 from ..editing._records import CampaignStarted as EditingStarted
-from ..serve_learn._records import SERVE_LEARN_RECORDS, EpisodeEnded
 from ..serve_learn._records import CampaignStarted as ServeLearnStarted
-from ._status import campaign_status
+from ..serve_learn._records import EpisodeEnded
+from ._status import CAMPAIGN_RECORDS, campaign_status
 
 __all__ = ["attach", "render"]
-
-_RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS, *EDITING_RECORDS]
 
 
 def _bar(done: int, total: int) -> Table:
@@ -42,10 +37,10 @@ def _bar(done: int, total: int) -> Table:
     return row
 
 
-def render(run_dir: Path, events: deque[str]) -> Group:
-    """One frame of the view."""
-    status = campaign_status(run_dir)
-    entries = read_journal(run_dir / "journal", _RECORDS)
+def render(run_dir: Path, events: deque[str]) -> tuple[Group, str]:
+    """One frame of the view, and the campaign's state; the journal is read once."""
+    entries = read_journal(run_dir / "journal", CAMPAIGN_RECORDS)
+    status = campaign_status(run_dir, entries)
     records = [e.rec for e in entries]
     title = Text(f"{status.tag}  ({status.kind}, {status.state})", style="bold")
     progress = Table(title="progress", show_header=False, box=None)
@@ -68,8 +63,8 @@ def render(run_dir: Path, events: deque[str]) -> Group:
     tree.add_column("runs", justify="right")
     tree.add_column("restarts", justify="right")
     tree.add_column("last exit")
-    for name, view in sorted(rebuild(SupervisionView(), entries).items()):
-        tree.add_row(name, str(view.runs), str(view.restarts), str(view.last_exit or "running"))
+    for name, actor in status.actors.items():
+        tree.add_row(name, str(actor.runs), str(actor.restarts), actor.last_exit or "running")
     spend = Table(title="spend", show_header=True, box=None)
     spend.add_column("meter")
     spend.add_column("USD", justify="right")
@@ -79,13 +74,14 @@ def render(run_dir: Path, events: deque[str]) -> Group:
         share = f"{100 * Decimal(usd) / allocation:.1f}%" if allocation else "-"
         spend.add_row(meter, usd, share)
     recent = Text("\n".join(events) or "(no events yet)")
-    return Group(
+    frame = Group(
         title,
         progress,
         tree,
         spend,
         Panel(recent, title=f"recent events (allocation ${status.allocation_usd})"),
     )
+    return frame, status.state
 
 
 async def attach(
@@ -101,8 +97,9 @@ async def attach(
     console = console or Console()
     recent: deque[str] = deque(maxlen=8)
     if once:
-        console.print(render(run_dir, recent))
-        return campaign_status(run_dir).state
+        frame, state = render(run_dir, recent)
+        console.print(frame)
+        return state
     async with anyio.create_task_group() as tg:
         if events is not None:
 
@@ -112,12 +109,11 @@ async def attach(
                     recent.append(f"{event.tag}: {event.what} {event.detail}{lag}")
 
             tg.start_soon(follow)
-        with Live(render(run_dir, recent), console=console, refresh_per_second=4) as live:
-            while True:
+        frame, state = render(run_dir, recent)
+        with Live(frame, console=console, refresh_per_second=4) as live:
+            while not (until_done and state != "running"):
                 await anyio.sleep(refresh)
-                live.update(render(run_dir, recent))
-                state = campaign_status(run_dir).state
-                if until_done and state != "running":
-                    break
+                frame, state = render(run_dir, recent)
+                live.update(frame)
         tg.cancel_scope.cancel()
-    return campaign_status(run_dir).state
+    return state

@@ -39,7 +39,6 @@ from mw_errors import ConfigError, MwError
 from .._core._journal import open_journal, read_journal
 from .._reserver import BUDGET_RECORDS
 from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted
-from ..serve_learn._records import SERVE_LEARN_RECORDS
 from ._client import DaemonPaths
 from ._protocol import (
     PROTOCOL_VERSION,
@@ -59,7 +58,7 @@ from ._protocol import (
     read_frame,
     write_frame,
 )
-from ._status import campaign_status
+from ._status import CAMPAIGN_RECORDS, campaign_status
 
 __all__ = ["Daemon", "DaemonOptions", "peer_uid"]
 
@@ -293,9 +292,7 @@ class Daemon:
             journal = self.runs / request.tag / "journal"
             if not journal.is_dir():
                 raise ConfigError(f"no campaign {request.tag!r} under {self.runs}")
-            entries = read_journal(
-                journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS, *EDITING_RECORDS]
-            )
+            entries = read_journal(journal, CAMPAIGN_RECORDS)
             return [msgspec.to_builtins(e) for e in entries[-request.records :]]
         if isinstance(request, Shutdown):
             return "stopping"

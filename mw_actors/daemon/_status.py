@@ -17,7 +17,7 @@ import msgspec
 import meters
 from mw_errors import ConfigError
 
-from .._core._journal import read_journal, rebuild
+from .._core._journal import Entry, read_journal, rebuild
 from .._core._views import SupervisionView
 from .._lock import is_locked
 from .._reserver import BUDGET_RECORDS
@@ -33,7 +33,7 @@ from ..serve_learn._records import (
 from ..serve_learn._records import CampaignEnded as ServeLearnEnded
 from ..serve_learn._records import CampaignStarted as ServeLearnStarted
 
-__all__ = ["ActorState", "CampaignStatus", "Progress", "campaign_status"]
+__all__ = ["CAMPAIGN_RECORDS", "ActorState", "CampaignStatus", "Progress", "campaign_status"]
 
 State = Literal["running", "completed", "failed", "cancelled", "budget_blocked"]
 
@@ -70,8 +70,13 @@ def _ledger_spend(path: Path) -> Decimal:
     return Decimal(meters.summarize(meters.read_ledger(path), "host").cost_usd)
 
 
-def campaign_status(run_dir: Path) -> CampaignStatus:
+CAMPAIGN_RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS, *EDITING_RECORDS]
+
+
+def campaign_status(run_dir: Path, entries: list[Entry] | None = None) -> CampaignStatus:
     """The status of the campaign whose run directory is ``run_dir``.
+
+    ``entries`` are its journal's, when the caller has read them already.
 
     Raises:
         ConfigError: ``run_dir`` holds no campaign journal.
@@ -82,7 +87,8 @@ def campaign_status(run_dir: Path) -> CampaignStatus:
             f"{run_dir} holds no campaign (no journal/)",
             hint="pass the campaign's tag and --runs (or $MW_RUNS)",
         )
-    entries = read_journal(journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS, *EDITING_RECORDS])
+    if entries is None:
+        entries = read_journal(journal, CAMPAIGN_RECORDS)
     records = [e.rec for e in entries]
     views = rebuild(SupervisionView(), entries)
     open_runs = sum(len(v.open_runs) for v in views.values())

@@ -120,12 +120,15 @@ class Versions:
     def dir(self, version: int) -> Path:
         return self._dirs[version]
 
-    def exists(self, version: int) -> bool:
-        return version in self._dirs
+    def ready(self, version: int) -> anyio.Event:
+        """An event set once ``version`` exists (already set if it does)."""
+        event = self._events.setdefault(version, anyio.Event())
+        if version in self._dirs:
+            event.set()
+        return event
 
     async def wait(self, version: int) -> Path:
-        if version not in self._dirs:
-            await self._events.setdefault(version, anyio.Event()).wait()
+        await self.ready(version).wait()
         return self._dirs[version]
 
 
@@ -381,8 +384,7 @@ class Waiter(_Journaled):
         for window in shared.plan.windows:
             if window.window in shared.tested:
                 continue
-            if not shared.versions.exists(window.test_version):
-                await _either_version(shared, window.test_version)
+            await _either(shared.versions.ready(window.test_version), shared.blocked)
             if shared.blocked.is_set():
                 break
             tests = [t for t in shared.scenario.test if t.window == window.window]
@@ -417,44 +419,25 @@ async def _either(*events: anyio.Event) -> None:
             tg.start_soon(wait)
 
 
-async def _either_version(shared: Shared, version: int) -> None:
-    async with anyio.create_task_group() as tg:
+def _restore(shared: Shared) -> list[EpisodeStarted]:
+    """Rebuild what the journal says was done (resume after a crash or a stop).
 
-        async def ready() -> None:
-            await shared.versions.wait(version)
-            tg.cancel_scope.cancel()
-
-        async def blocked() -> None:
-            await shared.blocked.wait()
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(ready)
-        tg.start_soon(blocked)
-
-
-def _restore(shared: Shared) -> None:
-    """Rebuild what the journal says was done (resume after a crash or a stop)."""
+    Returns the episodes that were started and never ended.
+    """
     if not shared.run.journal.is_dir():
-        return
+        return []
+    started: list[EpisodeStarted] = []
     for entry in read_journal(shared.run.journal, RECORDS):
         rec = entry.rec
-        if isinstance(rec, EpisodeEnded):
+        if isinstance(rec, EpisodeStarted):
+            started.append(rec)
+        elif isinstance(rec, EpisodeEnded):
             shared.ended[rec.task_id] = rec
         elif isinstance(rec, BlockLearned):
             shared.learned.add(rec.block)
             shared.versions.publish(rec.version, shared.run.version_dir(rec.digest))
         elif isinstance(rec, WindowTested):
             shared.tested.add(rec.window)
-
-
-def _interrupted(shared: Shared) -> list[EpisodeStarted]:
-    if not shared.run.journal.is_dir():
-        return []
-    started = [
-        e.rec
-        for e in read_journal(shared.run.journal, RECORDS)
-        if isinstance(e.rec, EpisodeStarted)
-    ]
     return [s for s in started if s.task_id not in shared.ended]
 
 
@@ -557,7 +540,7 @@ async def _run(
     on_started: Callable[[], None] | None,
 ) -> RunDir:
     shared = Shared(spec, run, scenario, schedule)
-    _restore(shared)
+    interrupted = _restore(shared)
     provider = Provider(
         SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
     )
@@ -577,7 +560,7 @@ async def _run(
         ) as rt:
             journal = rt.journal
             assert journal is not None
-            for started in _interrupted(shared):  # never re-run: the protocol attempts once
+            for started in interrupted:  # never re-run: the protocol attempts once
                 task = next(
                     t for t in [*scenario.serving, *scenario.test] if t.task_id == started.task_id
                 )

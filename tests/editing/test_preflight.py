@@ -72,78 +72,49 @@ def test_a_private_item_copied_into_public_is_refused(fixture_config: Path) -> N
         preflight(load_config(fixture_config))
 
 
-def test_an_unknown_price_is_an_error_never_zero(fixture_config: Path) -> None:
-    policy = fixture_config.parent / "policy.json"
-    policy.write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "model": "fireworks/unpriced-model",
-                "endpoint": "https://example.invalid/v1",
-                "credential_env": "FIREWORKS_API_KEY",
-                "max_turns": 4,
-                "max_output_tokens": 256,
-                "max_input_tokens": 4000,
-            }
-        )
-    )
+def _use_policy(config: Path, **fields: Any) -> None:
+    """Point the agent arm at a policy file (a local one unless ``fields`` say otherwise)."""
+    policy = config.parent / "policy.json"
+    body = {
+        "schema_version": 1,
+        "model": "local/scripted",
+        "endpoint": "http://127.0.0.1:9/v1",
+        "credential_env": "LOCAL_KEY",
+        "max_turns": 3,
+        "max_output_tokens": 256,
+        "max_input_tokens": 4000,
+        **fields,
+    }
+    policy.write_text(json.dumps(body))
 
     def use_policy(data: dict[str, Any]) -> None:
         data["runtime"] = {"backend": "bwrap", "policy": {"path": "policy.json", "sha256": ""}}
 
-    edit_config(fixture_config, use_policy)
-    repin(fixture_config, policy)
+    edit_config(config, use_policy)
+    repin(config, policy)
+
+
+def test_an_unknown_price_is_an_error_never_zero(fixture_config: Path) -> None:
+    _use_policy(
+        fixture_config,
+        model="fireworks/unpriced-model",
+        endpoint="https://example.invalid/v1",
+        credential_env="FIREWORKS_API_KEY",
+        max_turns=4,
+    )
     with pytest.raises(UnpricedModel, match="fireworks/unpriced-model"):
         preflight(load_config(fixture_config))
 
 
 def test_a_priced_policy_counts_its_external_calls(fixture_config: Path) -> None:
-    policy = fixture_config.parent / "policy.json"
-    policy.write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "model": "local/scripted",
-                "endpoint": "http://127.0.0.1:9/v1",
-                "credential_env": "LOCAL_KEY",
-                "max_turns": 3,
-                "max_output_tokens": 256,
-                "max_input_tokens": 4000,
-            }
-        )
-    )
-
-    def use_policy(data: dict[str, Any]) -> None:
-        data["runtime"] = {"backend": "bwrap", "policy": {"path": "policy.json", "sha256": ""}}
-
-    edit_config(fixture_config, use_policy)
-    repin(fixture_config, policy)
+    _use_policy(fixture_config)
     report = preflight(load_config(fixture_config))
     assert report.external_calls == 3  # min(limits.policy_turns=4, policy.max_turns=3)
     assert report.worst_case_reservation_usd == "0.03"
 
 
 def test_a_teacher_allowance_below_one_request_is_refused(fixture_config: Path) -> None:
-    policy = fixture_config.parent / "policy.json"
-    policy.write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "model": "local/scripted",
-                "endpoint": "http://127.0.0.1:9/v1",
-                "credential_env": "LOCAL_KEY",
-                "max_turns": 3,
-                "max_output_tokens": 256,
-                "max_input_tokens": 200000,
-            }
-        )
-    )
-
-    def use_policy(data: dict[str, Any]) -> None:
-        data["runtime"] = {"backend": "bwrap", "policy": {"path": "policy.json", "sha256": ""}}
-
-    edit_config(fixture_config, use_policy)
-    repin(fixture_config, policy)
+    _use_policy(fixture_config, max_input_tokens=200000)
     with pytest.raises(
         ConfigError, match=r"teacher_request_usd=0\.01 is below one bounded request"
     ):
