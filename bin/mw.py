@@ -143,19 +143,39 @@ def _latency(spec: str | None) -> dict[str, float]:
     return fields
 
 
+def _smollm2_cache() -> Path:
+    """Where the smollm2 engine keeps its safetensors snapshot: the user's cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mw" / "smollm2-135m-instruct"
+
+
 def _provider(args: argparse.Namespace) -> int:
     import anyio
     import msgspec
 
     from meters import serve_until_signal
-    from mw_actors.provider import FaultPlan, Latency, Provider, ScriptedEngine, serve_provider
+    from mw_actors.provider import (
+        Engine,
+        FaultPlan,
+        Latency,
+        Provider,
+        ScriptedEngine,
+        SmolLM2Engine,
+        serve_provider,
+    )
 
-    if args.engine != "scripted":
-        raise ConfigError(
-            f"engine {args.engine!r} is not available in this build",
-            hint="use --engine scripted",
+    engine: Engine
+    if args.engine == "scripted":
+        engine = ScriptedEngine.from_file(args.script) if args.script else ScriptedEngine()
+    elif args.engine == "smollm2":
+        if args.script:
+            raise ConfigError("--script is for the scripted engine", hint="drop --script")
+        engine = SmolLM2Engine.load(
+            Path(args.model_dir) if args.model_dir else _smollm2_cache(),
+            max_new_tokens=args.max_new_tokens,
         )
-    engine = ScriptedEngine.from_file(args.script) if args.script else ScriptedEngine()
+    else:
+        raise ConfigError(f"unknown engine {args.engine!r}", hint="use scripted or smollm2")
     faults = FaultPlan.from_file(args.faults) if args.faults else FaultPlan()
     if args.latency:
         latency = msgspec.structs.replace(faults.latency, **_latency(args.latency))
@@ -593,8 +613,16 @@ def _parser() -> argparse.ArgumentParser:
 
     provider = commands.add_parser("provider", help="a local OpenAI-compatible provider")
     provider.add_argument("--port", type=int, default=0)
-    provider.add_argument("--engine", default="scripted", help="scripted (or smollm2)")
+    provider.add_argument("--engine", default="scripted", choices=["scripted", "smollm2"])
     provider.add_argument("--script", help="a JSON script for the scripted engine")
+    provider.add_argument(
+        "--model-dir",
+        help="smollm2: the safetensors snapshot, imported there once if missing "
+        "(default ~/.cache/mw/smollm2-135m-instruct)",
+    )
+    provider.add_argument(
+        "--max-new-tokens", type=int, default=128, help="smollm2: the longest answer"
+    )
     provider.add_argument("--faults", help="a JSON fault plan")
     provider.add_argument("--latency", help="ttft=SECONDS,tps=TOKENS_PER_S,drip=SECONDS")
     provider.set_defaults(func=_provider)

@@ -13,9 +13,10 @@ import anyio.abc
 
 from meters import serve_http
 
-from ._engine import Engine, Reply, ScriptedEngine, ToolCall
+from ._engine import Engine, Reply, ScriptedEngine, ToolCall, Turn
 from ._faults import FAULTS, FaultPlan, Latency
 from ._openai import Provider, ProviderStatistics
+from ._smollm2 import SmolLM2Engine
 from ._synthetic_host import SyntheticHost
 from ._tokenizer import Tokens, smollm2_gguf, smollm2_tokens
 
@@ -32,9 +33,11 @@ __all__ = [
     "ProviderStatistics",
     "Reply",
     "ScriptedEngine",
+    "SmolLM2Engine",
     "SyntheticHost",
     "Tokens",
     "ToolCall",
+    "Turn",
     "serve_provider",
     "smollm2_gguf",
     "smollm2_tokens",

@@ -16,7 +16,7 @@ import msgspec
 
 from mw_errors import ConfigError
 
-__all__ = ["Engine", "Reply", "ScriptedEngine", "ToolCall"]
+__all__ = ["Engine", "Reply", "ScriptedEngine", "ToolCall", "Turn"]
 
 
 class ToolCall(msgspec.Struct, frozen=True):
@@ -28,19 +28,42 @@ class ToolCall(msgspec.Struct, frozen=True):
         return json.dumps(self.arguments, sort_keys=True)
 
 
+class Turn(msgspec.Struct, frozen=True):
+    """What an engine answers: one request's conversation and its limits.
+
+    ``conversation`` holds chat messages, or Responses input items with the
+    request's ``instructions`` as a leading system message (``responses``).
+    """
+
+    conversation: list[dict[str, Any]]
+    assistant_turns: int
+    responses: bool = False
+    tools: list[Any] = []
+    max_tokens: int | None = None
+
+
 class Reply(msgspec.Struct, frozen=True):
     content: str = ""
     tool_calls: list[ToolCall] = []
     reasoning: str = ""  # sent as the message's reasoning_content (Chat Completions)
+    # Usage an engine that ran a model measured itself; 0 = the provider counts the text.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    truncated: bool = False  # stopped at max_tokens: finish_reason "length" / status "incomplete"
 
 
 class Engine(Protocol):
-    """What decides the local provider's answers."""
+    """What decides the local provider's answers.
+
+    ``blocking`` engines (a model generating on the CPU) are called on a worker
+    thread so the provider's event loop keeps serving.
+    """
 
     name: str
+    blocking: bool
 
-    def respond(self, conversation: list[dict[str, Any]], assistant_turns: int) -> Reply:
-        """The answer to ``conversation`` (chat messages or Responses input items)."""
+    def respond(self, turn: Turn) -> Reply:
+        """The answer to ``turn``."""
         ...
 
 
@@ -48,6 +71,7 @@ class ScriptedEngine:
     """Answers from a script, by the number of assistant turns already in the conversation."""
 
     name = "scripted"
+    blocking = False
 
     def __init__(self, script: list[Reply] | None = None) -> None:
         self.script = script or [Reply(content="ok")]
@@ -70,5 +94,5 @@ class ScriptedEngine:
     def reply(self, assistant_turns: int) -> Reply:
         return self.script[assistant_turns % len(self.script)]
 
-    def respond(self, conversation: list[dict[str, Any]], assistant_turns: int) -> Reply:
-        return self.reply(assistant_turns)
+    def respond(self, turn: Turn) -> Reply:
+        return self.reply(turn.assistant_turns)

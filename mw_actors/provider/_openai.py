@@ -19,9 +19,10 @@ import msgspec
 
 from meters import AbortConnection, Request, Response, ResponsesEvents, openai_error
 
-from ._engine import Engine, Reply, ScriptedEngine
+from ._engine import Engine, Reply, ScriptedEngine, Turn
 from ._faults import FaultPlan
 from ._tokenizer import Tokens, smollm2_tokens
+from ._transcript import transcript
 
 __all__ = ["Provider", "ProviderStatistics"]
 
@@ -34,29 +35,6 @@ class ProviderStatistics(msgspec.Struct, frozen=True):
     by_fault: dict[str, int]
     input_tokens: int
     output_tokens: int
-
-
-def _text(content: Any) -> str:
-    """The text of a message's content: a string or a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(_text(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
-def _calls_text(message: dict[str, Any]) -> str:
-    calls = message.get("tool_calls") or []
-    return "".join(json.dumps(call.get("function", {})) for call in calls if isinstance(call, dict))
-
-
-def _item_text(item: dict[str, Any]) -> str:
-    """The text a Responses input item contributes to the prompt."""
-    parts = [_text(item.get("content")), str(item.get("output", "") or "")]
-    for key in ("name", "arguments", "input"):
-        if isinstance(item.get(key), str):
-            parts.append(item[key])
-    return "".join(parts)
 
 
 class Provider:
@@ -86,7 +64,8 @@ class Provider:
 
     async def __call__(self, request: Request) -> Response:
         if request.method == "GET" and request.path == "/v1/models":
-            body = {"object": "list", "data": [{"id": "local/scripted", "object": "model"}]}
+            model = {"id": f"local/{self.engine.name}", "object": "model", "owned_by": "mw"}
+            body = {"object": "list", "data": [model]}
             return Response(200, list(_JSON), json.dumps(body).encode())
         if request.method != "POST" or request.path not in (
             "/v1/chat/completions",
@@ -115,18 +94,25 @@ class Provider:
 
     # -- shared ------------------------------------------------------------------
 
-    def _usage_counts(
-        self, messages: list[tuple[str, str]], tools: Any, reply: Reply
-    ) -> tuple[int, int]:
-        """Prompt and completion tokens, counted with SmolLM2's tokenizer and chat format."""
+    async def _answer(self, turn: Turn) -> Reply:
+        if self.engine.blocking:
+            return await anyio.to_thread.run_sync(self.engine.respond, turn)
+        return self.engine.respond(turn)
+
+    def _usage_counts(self, turn: Turn, reply: Reply) -> tuple[int, int]:
+        """Prompt and completion tokens, as the engine's model measured them.
+
+        An engine that ran no model leaves them to SmolLM2's tokenizer and chat format.
+        """
         count = self.tokens.count
-        output = (
+        output = reply.completion_tokens or (
             count(reply.reasoning)
             + count(reply.content)
             + sum(count(call.name + call.arguments_json) for call in reply.tool_calls)
         )
-        input_tokens = self.tokens.chat_prompt(messages) + (
-            count(json.dumps(tools)) if tools else 0
+        input_tokens = reply.prompt_tokens or (
+            self.tokens.chat_prompt(transcript(turn.conversation, responses=turn.responses))
+            + (count(json.dumps(turn.tools)) if turn.tools else 0)
         )
         self._input += input_tokens
         self._output += output
@@ -157,14 +143,15 @@ class Provider:
 
     async def _chat(self, body: dict[str, Any], fault: str) -> Response:
         messages = body.get("messages") or []
-        prompt = [
-            (str(m.get("role", "user")), _text(m.get("content")) + _calls_text(m))
-            for m in messages
-            if isinstance(m, dict)
-        ]
         turns = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
-        reply = self.engine.respond(messages, turns)
-        prompt_tokens, completion_tokens = self._usage_counts(prompt, body.get("tools"), reply)
+        turn = Turn(
+            messages,
+            turns,
+            tools=body.get("tools") or [],
+            max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+        )
+        reply = await self._answer(turn)
+        prompt_tokens, completion_tokens = self._usage_counts(turn, reply)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -173,7 +160,7 @@ class Provider:
             "completion_tokens_details": {"reasoning_tokens": 0},
         }
         ident, created, model = self._new_id("chatcmpl"), int(time.time()), body.get("model", "")
-        finish = "tool_calls" if reply.tool_calls else "stop"
+        finish = "tool_calls" if reply.tool_calls else "length" if reply.truncated else "stop"
         if not body.get("stream"):
             await self._whole(completion_tokens)
             if fault == "malformed_json":
@@ -274,20 +261,23 @@ class Provider:
         items = body.get("input") or []
         if isinstance(items, str):
             items = [{"type": "message", "role": "user", "content": items}]
-        prompt = [("system", body["instructions"])] if body.get("instructions") else []
-        prompt += [
-            (str(item.get("role", "tool")), _item_text(item))
-            for item in items
-            if isinstance(item, dict)
-        ]
         turns = sum(
             1
             for item in items
             if isinstance(item, dict)
             and (item.get("role") == "assistant" or item.get("type") == "function_call")
         )
-        reply = self.engine.respond(items, turns)
-        input_tokens, output_tokens = self._usage_counts(prompt, body.get("tools"), reply)
+        instructions = body.get("instructions")
+        system = [{"role": "system", "content": instructions}] if instructions else []
+        turn = Turn(
+            [*system, *items],
+            turns,
+            responses=True,
+            tools=body.get("tools") or [],
+            max_tokens=body.get("max_output_tokens"),
+        )
+        reply = await self._answer(turn)
+        input_tokens, output_tokens = self._usage_counts(turn, reply)
         usage = {
             "input_tokens": input_tokens,
             "input_tokens_details": {"cached_tokens": 0},
@@ -321,7 +311,8 @@ class Provider:
             "id": self._new_id("resp"),
             "object": "response",
             "created_at": int(time.time()),
-            "status": "completed",
+            "status": "incomplete" if reply.truncated else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if reply.truncated else None,
             "model": body.get("model", ""),
             "output": output,
             "parallel_tool_calls": True,
@@ -364,4 +355,7 @@ class Provider:
                 yield b"event: response.output_text.delta\ndata: {not json\n\n"
             yield data
         if fault != "cut_before_usage":
-            yield event("response.completed", response=response)
+            final = (
+                "response.completed" if response["status"] == "completed" else "response.incomplete"
+            )
+            yield event(final, response=response)

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from ._engine import Reply, ToolCall
+from ._engine import Reply, ToolCall, Turn
 
 __all__ = ["SyntheticHost"]
 
@@ -36,8 +36,10 @@ class SyntheticHost:
     """Chat Completions only: it answers from the messages' tool results."""
 
     name = "synthetic-host"
+    blocking = False
 
-    def respond(self, conversation: list[dict[str, Any]], assistant_turns: int) -> Reply:
+    def respond(self, turn: Turn) -> Reply:
+        conversation = turn.conversation
         system = "".join(_text(m.get("content")) for m in conversation if m.get("role") == "system")
         users = [_text(m.get("content")) for m in conversation if m.get("role") == "user"]
         found = _CASE.search(users[0]) if users else None

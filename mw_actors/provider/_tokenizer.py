@@ -47,7 +47,23 @@ class Tokens:
         self._tokenizer = tokenizer
 
     def count(self, text: str) -> int:
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(self.ids(text))
+
+    def ids(self, text: str) -> list[int]:
+        """Token ids of ``text``; special tokens written in it (``<|im_start|>``) are single ids."""
+        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        text: str = self._tokenizer.decode(ids, skip_special_tokens=False)
+        return text
+
+    def token_id(self, token: str) -> int:
+        """The id of one token of the vocabulary (a special token, say)."""
+        found = self._tokenizer.token_to_id(token)
+        if found is None:
+            raise KeyError(token)
+        return int(found)
 
     def pieces(self, text: str) -> list[str]:
         """``text`` cut at token boundaries (a character split across tokens stays whole)."""

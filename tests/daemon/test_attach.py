@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -15,20 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import mw as run_mw
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
 
 
 def mw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bin.mw", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=150,
-        check=False,
-        env={**os.environ, "COLUMNS": "100"},
-    )
+    return run_mw(*args, env={"COLUMNS": "100"}, timeout=150)
 
 
 @pytest.fixture

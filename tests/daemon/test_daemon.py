@@ -28,6 +28,7 @@ from mw_actors.daemon import (
     subscribe,
 )
 from mw_errors import ConfigError, DaemonError
+from tests.processes import mw
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
@@ -46,17 +47,6 @@ def runs() -> Iterator[Path]:
         timeout=120,
     )
     shutil.rmtree(path, ignore_errors=True)
-
-
-def mw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bin.mw", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def status(runs: Path, tag: str) -> dict[str, Any]:

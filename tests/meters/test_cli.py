@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,32 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.processes import start_server as start
+from tests.processes import stop_server as stop
+
 from .conftest import PRICES, SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bin.mw", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    assert line.startswith("listening on http://127.0.0.1:"), (
-        process.stderr.read() if process.stderr else line
-    )
-    return process, line.removeprefix("listening on ")
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=20)  # also closes the pipes
-    assert process.returncode == 0, stderr
 
 
 def test_provider_and_meter_processes(tmp_path: Path) -> None:

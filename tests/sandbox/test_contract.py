@@ -14,6 +14,7 @@ import pytest
 
 import sandbox
 from mw_errors import ConfigError
+from tests.processes import mw as run_mw
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,14 +98,7 @@ async def test_results_raise_for_limits(tmp_path: Path) -> None:
 
 
 def mw(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bin.mw", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "FIREWORKS_API_KEY": "fw-secret"},
-    )
+    return run_mw(*args, env={"FIREWORKS_API_KEY": "fw-secret"}, timeout=60)
 
 
 def test_cli_self_test_and_exec(tmp_path: Path) -> None:

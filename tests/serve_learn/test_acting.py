@@ -22,6 +22,7 @@ from mw_actors.provider import (
     ScriptedEngine,
     SyntheticHost,
     ToolCall,
+    Turn,
     serve_provider,
 )
 from mw_actors.serve_learn import read_evaluators, read_scenario
@@ -37,11 +38,12 @@ class Recording:
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.name = engine.name
+        self.blocking = engine.blocking
         self.seen: list[str] = []
 
-    def respond(self, conversation: list[dict[str, Any]], assistant_turns: int) -> Reply:
-        self.seen.append(json.dumps(conversation))
-        reply: Reply = self.engine.respond(conversation, assistant_turns)
+    def respond(self, turn: Turn) -> Reply:
+        self.seen.append(json.dumps(turn.conversation))
+        reply: Reply = self.engine.respond(turn)
         return reply
 
 

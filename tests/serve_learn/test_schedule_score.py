@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
@@ -22,24 +19,13 @@ from mw_actors.serve_learn import (
     score_file,
 )
 from mw_errors import ConfigError
+from tests.processes import mw
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = ROOT / "tests" / "data" / "servelearnbench"  # the banking_l1 export, vendored
 needs_export = pytest.mark.skipif(
     not (DATASET / "data" / "banking_l1").is_dir(), reason="the banking_l1 export is not here"
 )
-
-
-def mw(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bin.mw", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 @needs_export

@@ -1,0 +1,54 @@
+"""The project's commands as real processes, for tests: one-shot runs and servers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mw(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``mw ARGS`` from the repository root; ``env`` adds to this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "bin.mw", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def start_server(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``mw ARGS`` (a provider or a meter); return it and its URL once it says it listens."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bin.mw", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    if not line.startswith("listening on http://127.0.0.1:"):
+        process.kill()
+        _, stderr = process.communicate(timeout=20)
+        raise AssertionError(f"mw {' '.join(args)} did not start: {line or stderr}")
+    return process, line.removeprefix("listening on ")
+
+
+def stop_server(process: subprocess.Popen[str]) -> None:
+    """SIGTERM, and check it stopped cleanly (exit 0)."""
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=20)  # also closes the pipes
+    assert process.returncode == 0, stderr
