@@ -209,6 +209,7 @@ def _meter(args: argparse.Namespace) -> int:
         ledger_dir=Path(args.ledger_dir),
         api_key=key or None,
         allocation_usd=allocation,
+        adapt_responses=args.adapt_responses,
     )
     serve = partial(serve_meter, config, port=args.port)
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
@@ -635,6 +636,11 @@ def _parser() -> argparse.ArgumentParser:
     meter.add_argument("--prices", required=True, help="the prices file (JSON)")
     meter.add_argument("--ledger-dir", required=True)
     meter.add_argument("--allocation", help="the cumulative allocation in USD")
+    meter.add_argument(
+        "--adapt-responses",
+        action="store_true",
+        help="the upstream speaks only Chat Completions: translate /v1/responses (Codex CLI)",
+    )
     meter.set_defaults(func=_meter)
 
     serve = commands.add_parser("serve-learn", help="serve-and-learn campaigns")

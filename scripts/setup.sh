@@ -23,3 +23,9 @@ for tool in setpriv prlimit; do
         apt-get update -qq && apt-get install -y -qq util-linux
     }
 done
+# Codex CLI, for the learner meter's Codex test (optional: skipped without npm or network).
+CODEX_VERSION=0.171.0
+if command -v npm >/dev/null && [ ! -x "$VENV/codex/node_modules/.bin/codex" ]; then
+    npm install --silent --no-audit --no-fund --prefix "$VENV/codex" "@openai/codex@$CODEX_VERSION" \
+        || echo "setup: could not install Codex CLI; its test will be skipped" >&2
+fi

@@ -16,6 +16,7 @@ import pytest
 import meters
 from mw_actors.provider import (
     LOCAL_PRICES,
+    Engine,
     FaultPlan,
     Provider,
     Reply,
@@ -49,8 +50,9 @@ async def open_wire(
     drain_seconds: float = 5.0,
     reserver: meters.Reserver | None = None,
     adapt_responses: bool = False,
+    engine: Engine | None = None,
 ) -> AsyncIterator[Wire]:
-    provider = Provider(ScriptedEngine(SCRIPT), faults)
+    provider = Provider(engine or ScriptedEngine(SCRIPT), faults)
     async with anyio.create_task_group() as tg:
         provider_port = await tg.start(serve_provider, provider)
         config = meters.MeterConfig(
