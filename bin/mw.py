@@ -211,7 +211,13 @@ def _meter(args: argparse.Namespace) -> int:
         allocation_usd=allocation,
         adapt_responses=args.adapt_responses,
     )
-    serve = partial(serve_meter, config, port=args.port)
+    if allocation is None:
+        serve = partial(serve_meter, config, port=args.port)
+    else:  # the budget is journaled beside the ledger, so a restart spends nothing twice
+        from mw_actors import serve_journaled_meter
+
+        journal = Path(args.ledger_dir) / "journal"
+        serve = partial(serve_journaled_meter, config, journal=journal, port=args.port)
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
     return 0
 

@@ -47,6 +47,7 @@ class Reservation(msgspec.Struct, frozen=True):
     amount: str
     holder: str
     expires_at: float
+    reserved_at: float = 0.0  # on the same clock as expires_at
 
 
 class Reclaimed(msgspec.Struct, frozen=True):
@@ -73,6 +74,10 @@ class Reserver(Protocol):
     async def settle(self, reservation_id: str, actual: Decimal) -> None: ...
 
     async def release(self, reservation_id: str) -> None: ...
+
+    async def open_reservations(self) -> list[Reservation]:
+        """Reservations neither settled nor released (a meter recovers its own at start)."""
+        ...
 
 
 class Budget:
@@ -111,6 +116,7 @@ class Budget:
             amount=usd(amount),
             holder=holder,
             expires_at=now + self.lease_seconds,
+            reserved_at=now,
         )
         self._outstanding[reservation.id] = reservation
         self._granted += 1
@@ -128,6 +134,9 @@ class Budget:
     def release(self, reservation_id: str) -> None:
         """Give a reservation back unspent (nothing was sent)."""
         self._outstanding.pop(reservation_id, None)
+
+    def open_reservations(self) -> list[Reservation]:
+        return list(self._outstanding.values())
 
     def lease(self, reservation_id: str) -> Reservation:
         """An outstanding reservation.

@@ -20,6 +20,7 @@ import msgspec
 
 from mw_errors import MeterError
 
+from ._budget import Reservation
 from ._money import usd
 from ._usage import Usage
 
@@ -29,7 +30,9 @@ __all__ = [
     "Ledger",
     "LedgerLine",
     "LedgerSummary",
+    "attempt_holder",
     "encode_summary",
+    "lost_attempt",
     "read_ledger",
     "summarize",
     "summary_name",
@@ -47,6 +50,7 @@ Status = Literal[
     "cut",  # the stream broke before its usage arrived: charged its reservation
     "client_disconnected",  # the client left; usage read on for a bounded time
     "refused",  # not forwarded: unpriced model or a body that is not JSON
+    "lost",  # the meter died with the attempt in flight: charged its reservation on restart
 ]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
@@ -188,6 +192,52 @@ def read_ledger(path: str | Path) -> list[LedgerLine]:
     return lines
 
 
+def _truncate_torn_tail(path: Path) -> None:
+    """Cut a last line that a crash left without its newline, so appends start clean."""
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if data and not data.endswith(b"\n"):
+            handle.truncate(data.rfind(b"\n") + 1)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def attempt_holder(role: str, attempt_id: str, endpoint: str, model: str) -> str:
+    """The holder a meter names when it reserves for one attempt (see :func:`lost_attempt`)."""
+    return f"{role}:{attempt_id}:{endpoint}:{model}"
+
+
+def lost_attempt(
+    reservation: Reservation, role: Role, *, reserved_at: float, now: float
+) -> LedgerLine | None:
+    """The ledger line of an attempt whose meter died while it was in flight.
+
+    ``reservation`` is still open after a restart and names one of ``role``'s
+    attempts as its holder: the request may have been sent and billed, so it is
+    charged its reservation. None when the holder is not such an attempt.
+    """
+    parts = reservation.holder.split(":", 3)
+    if len(parts) != 4 or parts[0] != role:
+        return None
+    _, attempt_id, endpoint, model = parts
+    return LedgerLine(
+        id=attempt_id,
+        role=role,
+        model=model,
+        endpoint=endpoint,
+        started=reserved_at,
+        ended=now,
+        status="lost",
+        http_status=None,
+        streamed=False,
+        usage=None,
+        cost_usd=reservation.amount,
+        reservation_id=reservation.id,
+        reserved_usd=reservation.amount,
+        note="the meter process died with this attempt in flight; charged its reservation",
+    )
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, directory fsync."""
     temp = path.with_name(f".{path.name}.tmp")
@@ -223,8 +273,10 @@ class Ledger:
         self.summary_path = self.directory / summary_name(role)
         self._encoder = msgspec.json.Encoder()
         self._totals = _Totals()  # running totals: memory stays flat however many lines
-        for line in read_ledger(self.path) if self.path.exists() else ():
-            self._totals.add(line)
+        if self.path.exists():
+            _truncate_torn_tail(self.path)
+            for line in read_ledger(self.path):
+                self._totals.add(line)
         self._handle = open(self.path, "ab")  # noqa: SIM115 - held for the ledger's life
 
     def append(self, line: LedgerLine) -> None:

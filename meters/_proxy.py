@@ -34,8 +34,8 @@ import structlog
 from mw_errors import UnpricedModel
 
 from ._adapter import ChatToResponses, chat_request, completion_to_response
-from ._budget import Blocked, Budget, Granted, Reserver
-from ._ledger import Ledger, LedgerLine, Status
+from ._budget import Blocked, Budget, Granted, Reservation, Reserver
+from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt
 from ._money import usd
 from ._prices import PriceTable
 from ._server import AbortConnection, Request, Response, openai_error, serve_http
@@ -106,6 +106,9 @@ class LocalReserver:
     async def release(self, reservation_id: str) -> None:
         self.budget.release(reservation_id)
 
+    async def open_reservations(self) -> list[Reservation]:
+        return self.budget.open_reservations()
+
 
 _decode = msgspec.json.Decoder().decode  # faster than json.loads on every request body
 
@@ -164,6 +167,31 @@ class Meter:
         await self.client.aclose()
         self.ledger.close()
 
+    async def recover(self) -> list[LedgerLine]:
+        """Write and settle the attempts a dead meter of this role left in flight.
+
+        Call it once, before serving: every open reservation that names one of
+        this role's attempts was made by a meter process that is gone (one meter
+        per role per reserver), so its request may have been billed. Each gets a
+        ``lost`` ledger line charged its reservation, and the reservation is settled.
+        """
+        if self.reserver is None:
+            return []
+        lost = []
+        for reservation in await self.reserver.open_reservations():
+            line = lost_attempt(
+                reservation, self.config.role, reserved_at=reservation.reserved_at, now=time.time()
+            )
+            if line is None:
+                continue
+            self.ledger.append(line)
+            await self.reserver.settle(reservation.id, Decimal(line.cost_usd))
+            lost.append(line)
+        if lost:
+            self.ledger.write_summary()
+            log.warning("meter_recovered_lost_attempts", role=self.config.role, count=len(lost))
+        return lost
+
     def statistics(self) -> MeterStatistics:
         summary = self.ledger.summary()
         return MeterStatistics(
@@ -211,7 +239,8 @@ class Meter:
             return openai_error(400, "invalid_request_error", exc.code, exc.message)
         attempt.reserved = worst
         if self.reserver is not None:
-            outcome = await self.reserver.reserve(worst, f"{self.config.role}:{attempt.id}")
+            holder = attempt_holder(self.config.role, attempt.id, attempt.endpoint, attempt.model)
+            outcome = await self.reserver.reserve(worst, holder)
             if isinstance(outcome, Blocked):
                 attempt.status, attempt.http_status = "budget_blocked", 429
                 message = (
@@ -457,6 +486,7 @@ async def serve_meter(
     """
     meter = Meter(config, reserver)
     try:
+        await meter.recover()
         async with anyio.create_task_group() as tg:
             bound = await tg.start(partial(serve_http, meter, host=host, port=port))
             task_status.started(bound)

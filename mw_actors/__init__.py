@@ -76,6 +76,7 @@ from ._core._supervisor import (
     supervisor,
 )
 from ._core._views import ActorView, SupervisionView
+from ._metering import serve_journaled_meter
 from ._reserver import (
     BUDGET_RECORDS,
     BudgetReclaimed,
@@ -163,6 +164,7 @@ __all__ = [
     "rebuild",
     "rebuild_budget",
     "replay",
+    "serve_journaled_meter",
     "sleep",
     "supervisor",
 ]

@@ -39,6 +39,7 @@ class BudgetReserved(Record, tag="budget.reserved", frozen=True):
     amount: str
     holder: str
     expires_wall: float
+    reserved_wall: float = 0.0
 
 
 class BudgetSettled(Record, tag="budget.settled", frozen=True):
@@ -93,7 +94,9 @@ def rebuild_budget(
     open_: dict[str, Reservation] = {}
     for rec in records:
         if isinstance(rec, BudgetReserved):
-            open_[rec.id] = Reservation(rec.id, rec.amount, rec.holder, rec.expires_wall)
+            open_[rec.id] = Reservation(
+                rec.id, rec.amount, rec.holder, rec.expires_wall, rec.reserved_wall
+            )
         elif isinstance(rec, BudgetSettled):
             open_.pop(rec.id, None)
             settled += Decimal(rec.actual)
@@ -157,6 +160,7 @@ class BudgetReserver(Actor[Any]):
                         amount=outcome.amount,
                         holder=message.holder,
                         expires_wall=lease.expires_at,
+                        reserved_wall=lease.reserved_at,
                     )
                 )
             else:
@@ -178,6 +182,8 @@ class BudgetReserver(Actor[Any]):
             return None
         if message == "statistics":
             return self.budget.statistics()
+        if message == "open":
+            return self.budget.open_reservations()
         raise ValueError(f"the reserver does not understand {message!r}")
 
 
@@ -199,3 +205,7 @@ class ReserverClient:
 
     async def release(self, reservation_id: str) -> None:
         await self.ref.ask(_Release(reservation_id), timeout=self.timeout)
+
+    async def open_reservations(self) -> list[Reservation]:
+        reservations: list[Reservation] = await self.ref.ask("open", timeout=self.timeout)
+        return reservations

@@ -544,6 +544,10 @@ async def _run(
     provider = Provider(
         SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
     )
+    # The reserver settles what the host meter already wrote down but did not settle;
+    # the meter then writes off, as `lost`, what it left in flight (see docs/design/meters.md).
+    ledger_path = run.root / "ledger.jsonl"
+    ledger = meters.read_ledger(ledger_path) if ledger_path.exists() else []
     async with anyio.create_task_group() as services:
         provider_port = await services.start(serve_provider, provider)
         async with open_runtime(
@@ -554,7 +558,10 @@ async def _run(
                 intensity=3,
                 period=60,
                 children=[
-                    ChildSpec(id="reserver", start=lambda: BudgetReserver(spec.allocation_usd))
+                    ChildSpec(
+                        id="reserver",
+                        start=lambda: BudgetReserver(spec.allocation_usd, ledger=ledger),
+                    )
                 ],
             ),
         ) as rt:

@@ -106,3 +106,27 @@ async def test_a_meter_reserves_through_the_actor(tmp_path: Path) -> None:
     lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
     spent = sum((Decimal(x.cost_usd) for x in lines), Decimal(0))
     assert Decimal(stats.settled_usd) == spent <= Decimal("0.0001")
+
+
+async def test_a_restarted_meter_writes_off_what_its_dead_process_left_in_flight(
+    tmp_path: Path,
+) -> None:
+    from tests.meters.conftest import open_wire
+
+    journal = tmp_path / "journal"
+    holder = meters.attempt_holder("host", "a1", "/v1/chat/completions", "local/scripted")
+    async with mw.open_runtime(journal=journal, record_types=mw.BUDGET_RECORDS) as rt:
+        client = mw.ReserverClient(await rt.spawn(reserver("1.00")))
+        in_flight = await client.reserve(Decimal("0.25"), holder)  # then the process dies
+        other = await client.reserve(Decimal("0.10"), "trial-7")  # not a meter's attempt
+    async with mw.open_runtime(journal=journal, record_types=mw.BUDGET_RECORDS) as rt:
+        client = mw.ReserverClient(await rt.spawn(reserver("1.00")))
+        async with open_wire(tmp_path, reserver=client) as wire:
+            pass
+        stats = await client.ref.ask("statistics")
+        still_open = await client.open_reservations()
+    lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert [(x.id, x.status, x.cost_usd) for x in lines] == [("a1", "lost", "0.25")]
+    assert lines[0].reservation_id == in_flight.id  # type: ignore[union-attr]
+    assert (stats.settled_usd, stats.outstanding_usd) == ("0.25", "0.10")
+    assert [r.id for r in still_open] == [other.id]  # type: ignore[union-attr]

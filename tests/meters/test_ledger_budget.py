@@ -82,6 +82,35 @@ def test_a_torn_last_line_is_left_out_and_damage_before_it_refused(tmp_path: Pat
         meters.read_ledger(path)
 
 
+def test_a_reopened_ledger_cuts_a_torn_tail_before_appending(tmp_path: Path) -> None:
+    ledger = meters.Ledger(tmp_path, "host")
+    ledger.append(line(1))
+    ledger.close()
+    with open(tmp_path / "ledger.jsonl", "ab") as handle:
+        handle.write(b'{"id":"req-9","ro')  # a crash mid-write
+    again = meters.Ledger(tmp_path, "host")
+    again.append(line(2))
+    again.close()
+    assert [x.id for x in meters.read_ledger(tmp_path / "ledger.jsonl")] == ["req-1", "req-2"]
+
+
+def test_a_lost_attempt_is_charged_its_reservation_and_only_for_its_role() -> None:
+    holder = meters.attempt_holder("host", "abc123", "/v1/chat/completions", "acme/m:1")
+    reservation = meters.Reservation("r.1", "0.0123", holder, expires_at=9.0, reserved_at=3.0)
+    lost = meters.lost_attempt(reservation, "host", reserved_at=3.0, now=5.0)
+    assert lost is not None
+    assert (lost.id, lost.model, lost.endpoint, lost.status) == (
+        "abc123",
+        "acme/m:1",
+        "/v1/chat/completions",
+        "lost",
+    )
+    assert (lost.cost_usd, lost.reserved_usd, lost.reservation_id) == ("0.0123", "0.0123", "r.1")
+    assert meters.lost_attempt(reservation, "learner", reserved_at=3.0, now=5.0) is None
+    other = meters.Reservation("r.2", "1", "trial-7", expires_at=9.0)
+    assert meters.lost_attempt(other, "host", reserved_at=0.0, now=5.0) is None
+
+
 def test_reserve_is_all_or_nothing() -> None:
     budget = meters.Budget(Decimal("1.00"))
     first = budget.reserve(Decimal("0.60"), "a", now=0)
