@@ -1,21 +1,28 @@
-"""The wire meter's overhead, beside a direct connection, from one run.
+"""The wire meter's overhead, beside a direct connection and LiteLLM's proxy, from one run.
 
-    python bench/meters.py [--requests N] [--rss-requests N]
+    python bench/meters.py [--requests N] [--rss-requests N] [--seconds S] [--no-litellm]
 
-The local provider (zero latency) and a host meter run as their own
-processes (``mw provider``, ``mw meter``); this script is the client.
+The local provider (scripted, zero latency), a host meter and LiteLLM's proxy
+(installed by this script into ``.cache/litellm-venv`` from PyPI, doing the
+same job: forward to the provider, count tokens and cost) run as their own
+processes; this script and wrk are the clients.
 
 Figures:
 - added latency p50 / p99, non-streamed, and streamed time to first and last byte
-  (goal: <= 0.5 ms p50 and <= 2 ms p99 added);
-- requests/s with 32 concurrent clients, direct and through the meter (goal: >= 50% of direct);
+  (goal: <= 0.5 ms p50 and <= 2 ms p99 added; first chunk within 1 ms of upstream);
+- requests/s with 32 concurrent connections, measured by wrk (a C load generator),
+  direct, through the meter and through LiteLLM (goal: >= 3x LiteLLM, >= 50% of direct);
 - the meter's RSS as requests accumulate (goal: no growth with request count).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +38,17 @@ sys.path.insert(0, str(ROOT))
 from mw_actors.provider import LOCAL_PRICES  # noqa: E402
 
 BODY = {"model": "local/scripted", "messages": [{"role": "user", "content": "hello"}]}
+# Every client sends LiteLLM's master key; the provider ignores it and the meter
+# replaces it with the upstream key.
+MASTER_KEY = "sk-" + "0123456789abcdef" * 4
+AUTH = {"authorization": f"Bearer {MASTER_KEY}"}
+LITELLM_VENV = ROOT / ".cache" / "litellm-venv"
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+wrk.body = '%s'
+"""
 
 
 def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
@@ -44,6 +62,63 @@ def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Pop
     assert process.stdout is not None
     line = process.stdout.readline().strip()
     return process, line.removeprefix("listening on ") + "/v1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_litellm(direct: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str] | None:
+    """LiteLLM's proxy in front of the provider, in a venv of its own (installed once)."""
+    binary = LITELLM_VENV / "bin" / "litellm"
+    if not binary.exists():
+        print("installing litellm[proxy] into .cache/litellm-venv (once) ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+        subprocess.run(
+            [str(LITELLM_VENV / "bin" / "pip"), "install", "-q", "litellm[proxy]"], check=True
+        )
+    config = tmp / "litellm.yaml"
+    config.write_text(
+        "model_list:\n"
+        "  - model_name: local/scripted\n"
+        "    litellm_params:\n"
+        "      model: openai/local/scripted\n"
+        f"      api_base: {direct}\n"
+        "      api_key: sk-bench\n"
+        "      input_cost_per_token: 0.0000001\n"
+        "      output_cost_per_token: 0.0000004\n"
+    )
+    port = free_port()
+    log = open(tmp / "litellm.log", "wb")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+         "--num_workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT,
+        env={
+            **os.environ,
+            "LITELLM_LOG": "ERROR",
+            "LITELLM_TELEMETRY": "False",
+            "LITELLM_MASTER_KEY": MASTER_KEY,
+        },
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            answer = httpx.post(f"{url}/chat/completions", json=BODY, headers=AUTH, timeout=10)
+            if answer.status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None:
+            break
+        time.sleep(0.5)
+    process.kill()
+    print("litellm did not start; see", tmp / "litellm.log", file=sys.stderr)
+    return None
 
 
 def rss_kib(pid: int) -> int:
@@ -78,7 +153,24 @@ async def latency(client: httpx.AsyncClient, url: str, n: int) -> dict[str, list
     return {"whole": whole, "first byte": first, "last byte": last}
 
 
-async def throughput(url: str, n: int, concurrency: int = 32) -> float:
+def wrk(url: str, seconds: int, tmp: Path, connections: int = 32) -> float:
+    """Requests/s that wrk measured, POSTing the chat body over ``connections``."""
+    script = tmp / "post.lua"
+    script.write_text(WRK_SCRIPT % (MASTER_KEY, json.dumps(BODY)))
+    done = subprocess.run(
+        ["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "-s", str(script),
+         f"{url}/chat/completions"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", done.stdout)
+    if errors:
+        raise SystemExit(f"wrk saw {errors.group(1)} failed responses from {url}")
+    found = re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)
+    assert found, done.stdout
+    return float(found.group(1))
+
+
+async def load(url: str, n: int, concurrency: int = 32) -> None:
     remaining = n
 
     async def worker(client: httpx.AsyncClient) -> None:
@@ -89,56 +181,68 @@ async def throughput(url: str, n: int, concurrency: int = 32) -> float:
             assert response.status_code == 200
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-        t0 = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(concurrency):
-                tg.start_soon(worker, client)
-        return n / (time.perf_counter() - t0)
+    async with (
+        httpx.AsyncClient(limits=limits, timeout=60, headers=AUTH) as client,
+        anyio.create_task_group() as tg,
+    ):
+        for _ in range(concurrency):
+            tg.start_soon(worker, client)
 
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
-async def main(requests: int, rss_requests: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        prices = LOCAL_PRICES
+async def main(requests: int, rss_requests: int, seconds: int, with_litellm: bool) -> None:
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
         provider, direct = start("provider", "--port", "0")
         meter, metered = start(
             "meter", "--role", "host", "--port", "0", "--upstream", direct,
-            "--key-env", "BENCH_KEY", "--prices", str(prices), "--ledger-dir", tmp,
-            env={"BENCH_KEY": "sk-bench"},
+            "--key-env", "BENCH_KEY", "--prices", str(LOCAL_PRICES), "--ledger-dir",
+            str(tmp / "ledger"), env={"BENCH_KEY": "sk-bench"},
         )  # fmt: skip
+        litellm = start_litellm(direct, tmp) if with_litellm else None
         try:
-            async with httpx.AsyncClient(timeout=60) as client:
-                await latency(client, direct, 50)  # warm both paths up
-                await latency(client, metered, 50)
-                base = await latency(client, direct, requests)
-                via = await latency(client, metered, requests)
-            print(f"| {'figure':<34} | {'direct':>10} | {'meter':>10} | {'added':>9} | goal |")
-            print(f"|{'-' * 36}|{'-' * 12}|{'-' * 12}|{'-' * 11}|------|")
+            paths = {"direct": direct, "meter": metered}
+            if litellm is not None:
+                paths["litellm"] = litellm[1]
+            async with httpx.AsyncClient(timeout=60, headers=AUTH) as client:
+                for url in paths.values():
+                    await latency(client, url, 50)  # warm every path up
+                figures = {
+                    name: await latency(client, url, requests) for name, url in paths.items()
+                }
+            names = list(paths)
+            header = " | ".join(f"{n:>10}" for n in names)
+            print(f"| {'figure':<26} | {header} | {'meter added':>11} | goal |")
+            print(f"|{'-' * 28}|" + "|".join("-" * 12 for _ in names) + f"|{'-' * 13}|------|")
             for kind in ("whole", "first byte", "last byte"):
-                for q, goal in ((0.5, "<= 0.5 ms"), (0.99, "<= 2 ms")):
-                    d, m = pct(base[kind], q), pct(via[kind], q)
+                for q, goal in ((0.5, "<= +0.5 ms"), (0.99, "<= +2 ms")):
+                    values = {n: pct(figures[n][kind], q) for n in names}
+                    cells = " | ".join(f"{ms(values[n]):>10}" for n in names)
+                    added = ms(values["meter"] - values["direct"])
                     label = f"{kind} p{int(q * 100)}"
-                    print(f"| {label:<34} | {ms(d):>10} | {ms(m):>10} | {ms(m - d):>9} | {goal} |")
-            direct_rps = await throughput(direct, requests * 4)
-            meter_rps = await throughput(metered, requests * 4)
-            print(
-                f"| {'requests/s, 32 clients':<34} | {direct_rps:>10,.0f} | {meter_rps:>10,.0f} "
-                f"| {meter_rps / direct_rps:>8.0%} | >= 50% of direct |"
-            )
+                    print(f"| {label:<26} | {cells} | {added:>11} | {goal} |")
+            rps = {n: wrk(url, seconds, tmp) for n, url in paths.items()}
+            cells = " | ".join(f"{rps[n]:>10,.0f}" for n in names)
+            ratio = f"{rps['meter'] / rps['direct']:.0%} of direct"
+            if "litellm" in rps:
+                ratio += f", {rps['meter'] / rps['litellm']:.1f}x litellm"
+            print(f"| {'requests/s, wrk, 32 conns':<26} | {cells} | {ratio} | >= 50%, >= 3x |")
             marks = []
             done = 0
             for target in (rss_requests // 10, rss_requests // 2, rss_requests):
-                await throughput(metered, target - done)
+                await load(metered, target - done)
                 done = target
                 marks.append((done, rss_kib(meter.pid)))
             trail = ", ".join(f"{n:,}: {kib / 1024:.1f} MiB" for n, kib in marks)
-            print(f"| meter RSS after requests           | {trail} | goal: no growth |")
+            print(f"| meter RSS after requests | {trail} | goal: no growth |")
         finally:
-            for process in (meter, provider):
+            processes: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = [meter, provider]
+            if litellm is not None:
+                processes.insert(0, litellm[0])
+            for process in processes:
                 process.terminate()
                 process.wait(timeout=30)
 
@@ -147,5 +251,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--rss-requests", type=int, default=100_000)
+    parser.add_argument("--seconds", type=int, default=10, help="each wrk run")
+    parser.add_argument("--no-litellm", action="store_true")
     args = parser.parse_args()
-    anyio.run(main, args.requests, args.rss_requests)
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench/meters.py needs wrk: apt-get install -y wrk")
+    anyio.run(main, args.requests, args.rss_requests, args.seconds, not args.no_litellm)
