@@ -15,9 +15,10 @@ is stripped; and the ``x-mw-request-id`` response header.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -27,6 +28,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import anyio.to_thread
+import certifi
 import httpx
 import msgspec
 import structlog
@@ -121,6 +123,84 @@ def _output_bound(body: dict[str, Any]) -> int | None:
     return None
 
 
+class _Upstreams:
+    """httpx transports of one connection each, lent to one upstream request at a time.
+
+    httpx's pool walks every connection, polling each idle socket, whenever a
+    request starts or ends: work that grows with the connections held and was
+    the meter's largest cost under 32 concurrent clients. With one connection
+    per transport each walk is one step. Requests go to the transport directly
+    (the client's auth, redirect and hook layers have nothing to do here), with
+    their timeouts in the request's extensions. The free list is last-in
+    first-out, so a warm keep-alive connection is reused first; at most
+    ``limit`` are lent.
+    """
+
+    def __init__(self, limit: int, timeout: httpx.Timeout) -> None:
+        self._limit = limit
+        self.timeouts = timeout.as_dict()
+        self._free: list[httpx.AsyncHTTPTransport] = []
+        self._made: list[httpx.AsyncHTTPTransport] = []
+        self._slots: anyio.Semaphore | None = None  # made on first use, inside the event loop
+        self._tls: ssl.SSLContext | None = None  # one for all: loading the CAs is slow
+
+    async def acquire(self) -> httpx.AsyncHTTPTransport:
+        if self._slots is None:
+            self._slots = anyio.Semaphore(self._limit)
+        await self._slots.acquire()
+        if self._free:
+            return self._free.pop()
+        if self._tls is None:
+            self._tls = ssl.create_default_context(cafile=certifi.where())
+        transport = httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1), verify=self._tls
+        )
+        self._made.append(transport)
+        return transport
+
+    def release(self, transport: httpx.AsyncHTTPTransport) -> None:
+        assert self._slots is not None
+        self._free.append(transport)
+        self._slots.release()
+
+    async def aclose(self) -> None:
+        for transport in self._made:
+            await transport.aclose()
+
+
+class _StreamBody:
+    """A streamed answer's body that is accounted for even if it is never read.
+
+    The server closes a body it could not send (the client left before the
+    response began). Closing an async generator that never started skips its
+    ``finally``, which would leave the upstream open and the attempt without
+    its ledger line; so an unread body is read here, for the drain time, as
+    for a client that left mid-stream, then closed.
+    """
+
+    def __init__(self, body: AsyncGenerator[bytes, None], attempt: _Attempt, drain: float) -> None:
+        self._body = body
+        self._attempt = attempt
+        self._drain = drain
+        self._started = False
+
+    def __aiter__(self) -> _StreamBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self._started = True
+        return await self._body.__anext__()
+
+    async def aclose(self) -> None:
+        if not self._started:
+            self._started = True
+            self._attempt.status = "client_disconnected"
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._drain):
+                async for _ in self._body:
+                    pass
+        await self._body.aclose()
+
+
 @dataclass
 class _Attempt:
     """What one request did, filled in as it goes; becomes one ledger line."""
@@ -139,6 +219,7 @@ class _Attempt:
     note: str = ""
     charge_reserved: bool = False
     done: bool = False
+    lent: httpx.AsyncHTTPTransport | None = None  # until the upstream response is closed
 
 
 class Meter:
@@ -156,15 +237,13 @@ class Meter:
         if reserver is None and config.allocation_usd is not None:
             reserver = LocalReserver(Budget(config.allocation_usd))
         self.reserver = reserver
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.upstream_timeout, connect=10.0),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-        )
+        self.upstreams = _Upstreams(256, httpx.Timeout(config.upstream_timeout, connect=10.0))
+        self._urls: dict[str, httpx.URL] = {}
         self._in_flight = 0
         self.dirty = False
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.upstreams.aclose()
         self.ledger.close()
 
     async def recover(self) -> list[LedgerLine]:
@@ -265,9 +344,13 @@ class Meter:
     def _upstream_request(
         self, request: Request, payload: bytes, attempt: _Attempt, target: str | None = None
     ) -> httpx.Request:
-        base = self.config.upstream.rstrip("/")
         target = target or request.target
-        path = target.removeprefix("/v1") if base.endswith("/v1") else target
+        url = self._urls.get(target)
+        if url is None:
+            base = self.config.upstream.rstrip("/")
+            url = httpx.URL(base + (target.removeprefix("/v1") if base.endswith("/v1") else target))
+            if target in _METERED:  # parsed once; other targets may carry any query
+                self._urls[target] = url
         headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP_BY_HOP]
         headers.append((b"accept-encoding", b"identity"))
         headers.append((b"idempotency-key", attempt.id.encode()))
@@ -275,19 +358,50 @@ class Meter:
             headers.append((b"authorization", f"Bearer {self.config.api_key}".encode()))
         # A plain Request: the client has no defaults to merge, and build_request's
         # merging is a measurable share of the meter's time per request.
-        return httpx.Request(request.method, base + path, headers=headers, content=payload)
+        return httpx.Request(
+            request.method,
+            url,
+            headers=headers,
+            content=payload,
+            extensions={"timeout": self.upstreams.timeouts},
+        )
 
     async def _forward_plain(self, request: Request, attempt: _Attempt) -> Response:
         try:
-            upstream = await self.client.send(
-                self._upstream_request(request, request.body, attempt)
+            upstream = await self._send(
+                self._upstream_request(request, request.body, attempt), attempt, stream=False
             )
+            self._return(attempt)
         except httpx.HTTPError as exc:
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
             return openai_error(502, "api_error", "upstream_unreachable", str(exc))
         attempt.http_status = upstream.status_code
         attempt.status = "ok" if upstream.status_code < 400 else "upstream_error"
         return Response(upstream.status_code, self._headers(upstream), upstream.content)
+
+    async def _send(
+        self, request: httpx.Request, attempt: _Attempt, *, stream: bool
+    ) -> httpx.Response:
+        """Send on a lent transport; it stays lent to ``attempt`` until :meth:`_return`."""
+        transport = await self.upstreams.acquire()
+        try:
+            response = await transport.handle_async_request(request)
+            if not stream:
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+        except BaseException:
+            self.upstreams.release(transport)
+            raise
+        attempt.lent = transport
+        return response
+
+    def _return(self, attempt: _Attempt) -> None:
+        """Give the attempt's upstream transport back (its response is closed)."""
+        if attempt.lent is not None:
+            self.upstreams.release(attempt.lent)
+            attempt.lent = None
 
     def _headers(self, upstream: httpx.Response) -> list[tuple[str, str]]:
         return [(k, v) for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP]
@@ -304,7 +418,7 @@ class Meter:
         target = "/v1/chat/completions" if adapt is not None else request.path
         upstream_request = self._upstream_request(request, payload, attempt, target)
         try:
-            upstream = await self.client.send(upstream_request, stream=True)
+            upstream = await self._send(upstream_request, attempt, stream=True)
         except httpx.ConnectError as exc:  # nothing reached the provider
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
             return openai_error(502, "api_error", "upstream_unreachable", str(exc))
@@ -322,10 +436,11 @@ class Meter:
                 response.body = json.dumps(converted).encode()
             return response
         translator = ChatToResponses(attempt.model, adapt) if adapt is not None else None
+        body = self._stream(upstream, attempt, target, strip_usage, translator)
         return Response(
             upstream.status_code,
             self._headers(upstream),
-            self._stream(upstream, attempt, target, strip_usage, translator),
+            _StreamBody(body, attempt, self.config.drain_seconds),
         )
 
     async def _whole(self, upstream: httpx.Response, attempt: _Attempt, path: str) -> Response:
@@ -336,6 +451,7 @@ class Meter:
             return openai_error(502, "api_error", "upstream_cut", str(exc))
         finally:
             await upstream.aclose()
+            self._return(attempt)
         block = None
         try:
             decoded = _decode(content)
@@ -363,7 +479,7 @@ class Meter:
         path: str,
         strip_usage: bool,
         translator: ChatToResponses | None,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         parser = SSEParser()
         chat = ChatStream() if path == "/v1/chat/completions" else None
         responses = ResponsesStream() if chat is None else None
@@ -409,6 +525,7 @@ class Meter:
                 if aclose is not None:
                     await aclose()
                 await upstream.aclose()
+                self._return(attempt)
             if tracker.usage is not None:
                 attempt.usage, attempt.usage_block = tracker.usage, tracker.usage_block
             elif attempt.status == "ok":

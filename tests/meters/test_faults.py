@@ -96,6 +96,34 @@ async def test_client_leaving_mid_stream_is_charged_what_upstream_reports(
     )
 
 
+async def test_a_streamed_answer_that_was_never_sent_is_still_one_line(
+    tmp_path: Path, prices: meters.PriceTable
+) -> None:
+    """The client left before the response began: the server closes the body unread."""
+    async with open_wire(tmp_path) as wire:
+        config = meters.MeterConfig(
+            role="host", upstream=wire.provider_url, prices=prices, ledger_dir=tmp_path / "m",
+            allocation_usd=Decimal("1"),
+        )  # fmt: skip
+        meter = meters.Meter(config)
+        payload = json.dumps({**BODY, "stream": True}).encode()
+        request = meters.Request("POST", "/v1/chat/completions", [], payload)
+        response = await meter(request)
+        assert response.status == 200 and not isinstance(response.body, bytes)
+        await response.body.aclose()  # type: ignore[attr-defined]
+        assert meter.statistics().in_flight == 0
+        assert meter.reserver is not None
+        assert await meter.reserver.open_reservations() == []
+        await meter.aclose()
+        stats = wire.provider.statistics()
+    (line,) = meters.read_ledger(tmp_path / "m" / "ledger.jsonl")
+    assert line.status == "client_disconnected"
+    assert line.output_tokens == stats.output_tokens > 0  # usage was read all the same
+    assert Decimal(line.cost_usd) == expected_charge(
+        WireFault("ok", True, "client_disconnected", "actual", False), line, prices
+    )
+
+
 async def test_budget_blocked_is_a_429_that_clients_do_not_retry(tmp_path: Path) -> None:
     async with open_wire(tmp_path, allocation=Decimal("0.0000001")) as wire:
         async with httpx.AsyncClient() as client:
