@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mw_errors import ConfigError
+from mw_errors import ConfigError, MwError
 
 from ._common import bwrap_override, git_commit, run_command
 
@@ -334,11 +334,30 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
+def _statuses(runs: Path, tags: list[str]) -> list[dict[str, Any]]:
+    """Each campaign's status: from the daemon when one runs, else from the journals.
+
+    The daemon adds what only it knows: live mailbox depths, cancellations.
+    """
+    import anyio
     import msgspec
 
-    from mw_actors.daemon import campaign_status
+    from mw_actors.daemon import Status, campaign_status, connect, daemon_running
 
+    if tags and daemon_running(runs):
+
+        async def ask() -> list[dict[str, Any]]:
+            async with connect(runs) as control:
+                return [dict(await control.request(Status(tag=tag))) for tag in tags]
+
+        try:
+            return anyio.run(ask)
+        except MwError:  # the daemon went away or does not know it: read the journal
+            pass
+    return [msgspec.to_builtins(campaign_status(runs / tag)) for tag in tags]
+
+
+def _status(args: argparse.Namespace) -> int:
     runs = _runs_dir(args.runs)
     tags = (
         [args.tag]
@@ -347,23 +366,23 @@ def _status(args: argparse.Namespace) -> int:
         if runs.is_dir()
         else []
     )
-    statuses = [campaign_status(runs / tag) for tag in tags]
+    statuses = _statuses(runs, tags)
     if args.json:
-        if args.tag:
-            print(msgspec.json.encode(statuses[0]).decode())
-        else:
-            print(msgspec.json.encode(statuses).decode())
+        print(json.dumps(statuses[0] if args.tag else statuses))
         return 0
     for s in statuses:
-        p = s.progress
+        p = s.get("progress") or {}  # a campaign the daemon is just starting has none yet
         done = (
-            f"{p.cases_served} cases served, {p.blocks_learned} blocks learned, "
-            f"{p.windows_tested} windows tested"
-            if s.kind == "serve-learn"
-            else f"{p.trials_done} trials done"
+            f"{p.get('cases_served', 0)} cases served, {p.get('blocks_learned', 0)} blocks "
+            f"learned, {p.get('windows_tested', 0)} windows tested"
+            if s["kind"] == "serve-learn"
+            else f"{p.get('trials_done', 0)} trials done"
         )
-        spend = ", ".join(f"{meter} ${usd}" for meter, usd in s.spend_usd.items())
-        print(f"{s.tag}: {s.kind}, {s.state}; {done}; spend {spend} of ${s.allocation_usd}")
+        spend = ", ".join(f"{meter} ${usd}" for meter, usd in s.get("spend_usd", {}).items())
+        print(
+            f"{s['tag']}: {s['kind']}, {s['state']}; {done}; "
+            f"spend {spend or '-'} of ${s.get('allocation_usd', '?')}"
+        )
     if not statuses:
         print(f"no campaign under {runs}")
     return 0
@@ -534,7 +553,7 @@ def _serve_learn_submit(args: argparse.Namespace) -> int:
 def _attach(args: argparse.Namespace) -> int:
     import anyio
 
-    from mw_actors.daemon import daemon_running, subscribe
+    from mw_actors.daemon import Status, connect, daemon_running, subscribe
     from mw_actors.daemon._attach import attach
 
     runs = _runs_dir(args.runs)
@@ -551,8 +570,24 @@ def _attach(args: argparse.Namespace) -> int:
 
     async def main() -> str:
         if daemon_running(runs) and not args.once:
-            async with subscribe(runs) as events:
-                return await attach(run_dir, events=events, until_done=args.until_done)
+            async with subscribe(runs) as events, connect(runs) as control:
+
+                async def depths() -> dict[str, int]:
+                    """Live mailbox depths, from the daemon running the campaign."""
+                    try:
+                        status = await control.request(Status(tag=tag))
+                    except MwError:
+                        return {}
+                    actors = status.get("actors") or {}
+                    return {
+                        name: actor["mailbox_depth"]
+                        for name, actor in actors.items()
+                        if actor.get("mailbox_depth") is not None
+                    }
+
+                return await attach(
+                    run_dir, events=events, until_done=args.until_done, depths=depths
+                )
         return await attach(run_dir, once=args.once, until_done=args.until_done)
 
     try:

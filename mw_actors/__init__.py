@@ -57,7 +57,7 @@ from ._core._records import (
     SupervisorRestart,
     SupervisorRetryLater,
 )
-from ._core._runtime import Runtime, open_runtime
+from ._core._runtime import Runtime, observe_runtimes, open_runtime
 from ._core._spec import (
     BRUTAL_KILL,
     AutoShutdown,
@@ -158,6 +158,7 @@ __all__ = [
     "VirtualClock",
     "fail_after",
     "move_on_after",
+    "observe_runtimes",
     "open_journal",
     "open_runtime",
     "read_journal",

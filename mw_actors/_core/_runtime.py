@@ -13,12 +13,13 @@ cancelled and the error is raised from the ``async with``.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 import os
 import signal
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -35,13 +36,13 @@ from mw_errors import (
 from ._actor import ActorContext, ActorRef, Envelope, Exit, _Identity
 from ._clock import Clock, SystemClock
 from ._journal import Journal, open_journal, rebuild, replay
-from ._mailbox import Mailbox
+from ._mailbox import Mailbox, MailboxStatistics
 from ._records import ActorExit, ActorSpawn, ExitError, ExitLost, Record
 from ._spec import AutoShutdown, ChildSpec, Restart, SupervisorSpec
 from ._supervisor import Supervisor, SupervisorRef
 from ._views import SupervisionView
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = ["Runtime", "observe_runtimes", "open_runtime"]
 
 log = structlog.get_logger("mw.runtime")
 
@@ -57,11 +58,26 @@ class Runtime:
         self._top_ref: SupervisorRef | None = None
         self._root: SupervisorRef | None = None
         self._top_done = anyio.Event()
+        self._identities: dict[str, _Identity] = {}  # every supervised actor, by name
         first_run = 1
         if journal is not None:
             spawns = replay(journal.recovered_entries(), ActorSpawn)
             first_run += max((r.run for r in spawns), default=0)
         self._runs = itertools.count(first_run)
+
+    def _register(self, identity: _Identity) -> None:
+        self._identities[identity.name] = identity
+
+    def _unregister(self, identity: _Identity) -> None:
+        if self._identities.get(identity.name) is identity:
+            del self._identities[identity.name]
+
+    def mailboxes(self) -> dict[str, MailboxStatistics]:
+        """Each supervised actor's mailbox, live: depth, high water, processed, dead letters.
+
+        Actors waiting to be restarted are listed too (their mailbox keeps what was sent).
+        """
+        return {name: i.mailbox.statistics() for name, i in sorted(self._identities.items())}
 
     def _next_run(self) -> int:
         """A run id unique within the journal, across restarts of the process too."""
@@ -158,6 +174,26 @@ async def _close_lost_runs(journal: Journal) -> None:
             await journal.append(ActorExit(actor=name, run=run, reason=ExitLost(), uptime=0.0))
 
 
+_observer: contextvars.ContextVar[Callable[[Runtime], None] | None] = contextvars.ContextVar(
+    "mw_runtime_observer", default=None
+)
+
+
+@contextmanager
+def observe_runtimes(callback: Callable[[Runtime], None]) -> Iterator[None]:
+    """Call ``callback`` with each runtime that code in this context opens.
+
+    A host that runs someone else's campaign (the daemon) sees its actors live
+    this way, without the campaign's API taking the host in: the observer is a
+    context variable, so it follows the host's task and the tasks it starts.
+    """
+    token = _observer.set(callback)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
+
+
 @asynccontextmanager
 async def open_runtime(
     *,
@@ -188,6 +224,9 @@ async def open_runtime(
         if journal is not None:
             await _close_lost_runs(journal)
         rt = Runtime(clock, journal)
+        observer = _observer.get()
+        if observer is not None:
+            observer(rt)
         body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             started = anyio.Event()

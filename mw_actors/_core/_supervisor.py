@@ -253,6 +253,8 @@ class Supervisor(Actor[Any]):
                 with anyio.CancelScope(shield=True) as teardown:
                     ctx._on_kill(teardown.cancel)
                     await self._terminate_all()
+                for child in self._children_list():  # this run's children end with it
+                    ctx.runtime._unregister(child.identity)
                 tg.cancel_scope.cancel()
         if error is not None:
             raise error
@@ -304,6 +306,7 @@ class Supervisor(Actor[Any]):
             self._ctx.clock,
         )
         identity.mailbox._on_dead_letter = _fail_dead_letter(identity)
+        self._ctx.runtime._register(identity)
         return _Child(spec, identity)
 
     async def _start_initial(self, spec: ChildSpec) -> None:
@@ -471,6 +474,8 @@ class Supervisor(Actor[Any]):
         if self._by_id.get(child.spec.id) is child:
             del self._by_id[child.spec.id]
         child.identity.mailbox.close()
+        if self._ctx is not None:
+            self._ctx.runtime._unregister(child.identity)
 
     # -- restarting ------------------------------------------------------------------
 

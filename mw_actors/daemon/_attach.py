@@ -10,6 +10,7 @@ vanishing never disturbs the campaign.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ def _bar(done: int, total: int) -> Table:
     return row
 
 
-def render(run_dir: Path, events: deque[str]) -> tuple[Group, str]:
+def render(
+    run_dir: Path, events: deque[str], depths: dict[str, int] | None = None
+) -> tuple[Group, str]:
     """One frame of the view, and the campaign's state; the journal is read once."""
     entries = read_journal(run_dir / "journal", CAMPAIGN_RECORDS)
     status = campaign_status(run_dir, entries)
@@ -63,8 +66,16 @@ def render(run_dir: Path, events: deque[str]) -> tuple[Group, str]:
     tree.add_column("runs", justify="right")
     tree.add_column("restarts", justify="right")
     tree.add_column("last exit")
+    tree.add_column("mailbox", justify="right")
     for name, actor in status.actors.items():
-        tree.add_row(name, str(actor.runs), str(actor.restarts), actor.last_exit or "running")
+        depth = (depths or {}).get(name)
+        tree.add_row(
+            name,
+            str(actor.runs),
+            str(actor.restarts),
+            actor.last_exit or "running",
+            "-" if depth is None else str(depth),
+        )
     spend = Table(title="spend", show_header=True, box=None)
     spend.add_column("meter")
     spend.add_column("USD", justify="right")
@@ -92,8 +103,12 @@ async def attach(
     once: bool = False,
     until_done: bool = False,
     refresh: float = 0.5,
+    depths: Callable[[], Awaitable[dict[str, int]]] | None = None,
 ) -> str:
-    """Show the view until detached (or once, or until the campaign ends); return its state."""
+    """Show the view until detached (or once, or until the campaign ends); return its state.
+
+    ``depths`` asks the daemon for the actors' live mailbox depths, once per frame.
+    """
     console = console or Console()
     recent: deque[str] = deque(maxlen=8)
     if once:
@@ -109,11 +124,11 @@ async def attach(
                     recent.append(f"{event.tag}: {event.what} {event.detail}{lag}")
 
             tg.start_soon(follow)
-        frame, state = render(run_dir, recent)
+        frame, state = render(run_dir, recent, depths and await depths())
         with Live(frame, console=console, refresh_per_second=4) as live:
             while not (until_done and state != "running"):
                 await anyio.sleep(refresh)
-                frame, state = render(run_dir, recent)
+                frame, state = render(run_dir, recent, depths and await depths())
                 live.update(frame)
         tg.cancel_scope.cancel()
     return state

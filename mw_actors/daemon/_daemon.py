@@ -37,6 +37,7 @@ import structlog
 from mw_errors import ConfigError, MwError
 
 from .._core._journal import open_journal, read_journal
+from .._core._runtime import Runtime, observe_runtimes
 from .._reserver import BUDGET_RECORDS
 from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted
 from ._client import DaemonPaths
@@ -112,6 +113,10 @@ class _Campaign:
         self.cancelled = False
         self.done = anyio.Event()
         self.error: str | None = None
+        self.runtime: Runtime | None = None  # the campaign's, once it opened one
+
+    def attach_runtime(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
 
 class Daemon:
@@ -318,6 +323,11 @@ class Daemon:
         if campaign is not None:
             if not campaign.done.is_set():
                 status["state"] = "running"
+                if campaign.runtime is not None:
+                    mailboxes = campaign.runtime.mailboxes()
+                    for name, actor in status.get("actors", {}).items():
+                        if name in mailboxes:
+                            actor["mailbox_depth"] = mailboxes[name].depth
             elif campaign.cancelled:
                 status["state"] = "cancelled"
             if campaign.error:
@@ -378,7 +388,7 @@ class Daemon:
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:
         try:
-            with anyio.CancelScope() as scope:
+            with anyio.CancelScope() as scope, observe_runtimes(campaign.attach_runtime):
                 campaign.scope = scope
                 await runner()
         except MwError as exc:

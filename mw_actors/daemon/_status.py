@@ -50,6 +50,7 @@ class ActorState(msgspec.Struct, frozen=True):
     restarts: int
     last_exit: str | None
     alive: bool
+    mailbox_depth: int | None = None  # live, from the daemon running it; None from the journal
 
 
 class CampaignStatus(msgspec.Struct, frozen=True):

@@ -95,3 +95,35 @@ async def test_runs_a_dead_process_left_open_get_their_terminal_record(tmp_path:
     (lost,) = [e.rec for e in entries if isinstance(e.rec, mw.ActorExit) and e.rec.run == 7]
     assert isinstance(lost.reason, mw.ExitLost)
     assert_one_terminal_per_run(journal)
+
+
+class Gate(mw.Actor[Any]):
+    """Handles one message at a time, each only once the gate opens."""
+
+    def __init__(self, gate: anyio.Event) -> None:
+        self.gate = gate
+
+    async def handle(self, message: Any) -> object:
+        await self.gate.wait()
+        return None
+
+
+async def test_mailboxes_are_seen_live_and_observers_see_each_runtime() -> None:
+    seen: list[mw.Runtime] = []
+    gate = anyio.Event()
+    with mw.observe_runtimes(seen.append):
+        async with mw.open_runtime() as rt:
+            assert seen == [rt]
+            ref = await rt.spawn(mw.ChildSpec(id="gate", start=lambda: Gate(gate)))
+            for n in range(4):
+                await ref.tell(n)
+            await anyio.sleep(0.05)  # the first is being handled, three wait
+            assert rt.mailboxes()["root/gate"].depth == 3
+            gate.set()
+            await ref.ask("last")
+            boxes = rt.mailboxes()
+            assert boxes["root/gate"].depth == 0 and boxes["root/gate"].processed == 5
+            await rt.root.terminate_child("gate")
+            assert "root/gate" in rt.mailboxes()  # stopped, not removed: it may restart
+    async with mw.open_runtime():
+        assert len(seen) == 1  # outside the context, nobody is told

@@ -86,8 +86,19 @@ def test_start_submit_status_stop(runs: Path) -> None:
         "24",
     )
     assert submitted.returncode == 0, submitted.stderr
+    # While it runs, the daemon reports each actor's mailbox depth, live.
+    deadline = time.monotonic() + 60
+    while True:
+        current = status(runs, "s")
+        actors = current.get("actors", {}).values()
+        if any(actor.get("mailbox_depth") is not None for actor in actors):
+            break
+        assert current["state"] == "running" and time.monotonic() < deadline, current
+        time.sleep(0.1)
+    assert "root/campaign/learner" in current["actors"], current["actors"]
     final = wait_for(runs, "s", {"completed", "failed"})
     assert final["state"] == "completed" and final["progress"]["blocks_learned"] == 2
+    assert all(a["mailbox_depth"] is None for a in final["actors"].values())  # from the journal
     listed = mw("daemon", "status", "--runs", str(runs))
     assert "s: serve-learn, completed" in listed.stdout
     stopped = mw("daemon", "stop", "--runs", str(runs))
