@@ -130,7 +130,15 @@ class BudgetReserver(Actor[Any]):
         self.ctx = ctx
         journal = ctx.runtime.journal
         if journal is not None:
-            rebuild_budget(self.budget, await journal.replay(*BUDGET_RECORDS), self.ledger)
+            records = await journal.replay(*BUDGET_RECORDS)
+            open_in_journal = rebuild_budget(Budget(self.budget.allocation), records)
+            still_open = {r.id for r in rebuild_budget(self.budget, records, self.ledger)}
+            # A meter that wrote its line but died before settling: the ledger settles it,
+            # and the journal is told, so it agrees with the ledger on its own.
+            costs = {line.reservation_id: line.cost_usd for line in self.ledger}
+            for lease in open_in_journal:
+                if lease.id not in still_open:
+                    await journal.append(BudgetSettled(id=lease.id, actual=costs[lease.id]))
         return None
 
     async def _record(self, record: Record) -> None:

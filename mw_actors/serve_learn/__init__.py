@@ -9,7 +9,7 @@ computes it). See docs/design/serve_learn.md.
 
 from ._campaign import CampaignSpec, RunDir, run_campaign, write_outputs
 from ._methods import METHODS, make_method
-from ._records import SERVE_LEARN_RECORDS, EpisodeEnded
+from ._records import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
@@ -23,6 +23,7 @@ __all__ = [
     "Averages",
     "CampaignSpec",
     "EpisodeEnded",
+    "EpisodeStarted",
     "Plan",
     "RunDir",
     "Scenario",

@@ -438,6 +438,8 @@ def _restore(shared: Shared) -> list[EpisodeStarted]:
             shared.versions.publish(rec.version, shared.run.version_dir(rec.digest))
         elif isinstance(rec, WindowTested):
             shared.tested.add(rec.window)
+    if len(shared.learned) == shared.plan.blocks:  # every block was learned before the stop
+        shared.learner_done.set()
     return [s for s in started if s.task_id not in shared.ended]
 
 
@@ -605,47 +607,51 @@ async def _run(
                 ledger_dir=run.root,
                 allocation_usd=spec.allocation_usd,
             )
-            meter_port = await services.start(
-                partial(
-                    meters.serve_meter,
-                    config,
-                    port=spec.wm_port or 0,
-                    reserver=ReserverClient(reserver),
-                )
-            )
-            _stamp(spec, run, schedule, meter_port)
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{meter_port}/v1", timeout=600.0
-            ) as client:
-                shared.client = client
-                campaign = await rt.root.start_child(
-                    supervisor(
-                        "campaign",
-                        SupervisorSpec(
-                            strategy="rest_for_one",
-                            intensity=5,
-                            period=60,
-                            children=[ChildSpec(id="learner", start=lambda: Learner(shared))],
-                        ),
+            # The meter lives inside the runtime: stopping it waits for every in-flight
+            # attempt to write its line and settle with the reserver, before the end.
+            async with anyio.create_task_group() as metering:
+                meter_port = await metering.start(
+                    partial(
+                        meters.serve_meter,
+                        config,
+                        port=spec.wm_port or 0,
+                        reserver=ReserverClient(reserver),
                     )
                 )
-                del campaign
-                campaign_ref = await rt.root.child_supervisor("campaign")
-                learner = await campaign_ref.child("learner")
-                await campaign_ref.start_child(
-                    ChildSpec(
-                        id="stream", start=lambda: Stream(shared, learner), restart="transient"
+                _stamp(spec, run, schedule, meter_port)
+                async with httpx.AsyncClient(
+                    base_url=f"http://127.0.0.1:{meter_port}/v1", timeout=600.0
+                ) as client:
+                    shared.client = client
+                    campaign = await rt.root.start_child(
+                        supervisor(
+                            "campaign",
+                            SupervisorSpec(
+                                strategy="rest_for_one",
+                                intensity=5,
+                                period=60,
+                                children=[ChildSpec(id="learner", start=lambda: Learner(shared))],
+                            ),
+                        )
                     )
-                )
-                await campaign_ref.start_child(
-                    ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient")
-                )
-                if on_started is not None:
-                    on_started()
-                await shared.waiter_done.wait()
-                await shared.stream_done.wait()
-                if not shared.blocked.is_set():
-                    await shared.learner_done.wait()
+                    del campaign
+                    campaign_ref = await rt.root.child_supervisor("campaign")
+                    learner = await campaign_ref.child("learner")
+                    await campaign_ref.start_child(
+                        ChildSpec(
+                            id="stream", start=lambda: Stream(shared, learner), restart="transient"
+                        )
+                    )
+                    await campaign_ref.start_child(
+                        ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient")
+                    )
+                    if on_started is not None:
+                        on_started()
+                    await shared.waiter_done.wait()
+                    await shared.stream_done.wait()
+                    if not shared.blocked.is_set():
+                        await shared.learner_done.wait()
+                metering.cancel_scope.cancel()
             state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
             await journal.append(CampaignEnded(state=state))
             overhead = sorted(shared.overhead) or [0.0]

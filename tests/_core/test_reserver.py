@@ -66,6 +66,12 @@ async def test_state_is_rebuilt_after_a_restart_from_journal_and_ledger(tmp_path
         stats = await ref.ask("statistics")
     assert stats.settled_usd == "0.15"  # 0.10 settled + 0.05 from the ledger
     assert stats.outstanding_usd == "0.30"  # m:3 is still held: it may yet be spent
+    # The journal was told what the ledger settled, so it agrees with the ledger on its own.
+    records = [e.rec for e in mw.read_journal(journal, mw.BUDGET_RECORDS)]
+    settled = [r for r in records if isinstance(r, mw.BudgetSettled)]
+    assert [(r.id, r.actual) for r in settled][-1] == (in_flight.id, "0.05")  # type: ignore[union-attr]
+    alone = mw.rebuild_budget(meters.Budget(Decimal("1.00")), records)
+    assert [r.holder for r in alone] == ["m:3"]
 
 
 async def test_expired_leases_are_reclaimed_charged_and_recorded(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -200,49 +201,119 @@ async def test_abrupt_clients_and_slow_readers_never_disturb_the_daemon(runs: Pa
         daemon.stop()
 
 
+def results(runs: Path, tag: str) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """Each episode's outcome in the campaign's results file."""
+    path = runs / tag / "task" / "results" / "synthetic_l1_mwm.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    fields = ("reward", "checkpoint", "tokens")
+    return {(r["task_id"], r["phase"]): (r["record"]["status"], *map(r.get, fields)) for r in rows}
+
+
+def learned(runs: Path, tag: str) -> dict[int, str]:
+    """Each learned version's content digest."""
+    from mw_actors import BUDGET_RECORDS, read_journal
+    from mw_actors.serve_learn import SERVE_LEARN_RECORDS
+    from mw_actors.serve_learn._records import BlockLearned
+
+    entries = read_journal(runs / tag / "journal", [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS])
+    return {e.rec.version: e.rec.digest for e in entries if isinstance(e.rec, BlockLearned)}
+
+
+def check_accounts(runs: Path, tag: str) -> None:
+    """No ledger line lost, and spend equal everywhere it is counted."""
+    from decimal import Decimal
+
+    import meters
+    from mw_actors import BUDGET_RECORDS, BudgetReserved, read_journal, rebuild_budget
+    from mw_actors.serve_learn import SERVE_LEARN_RECORDS
+
+    lines = meters.read_ledger(runs / tag / "ledger.jsonl")
+    entries = read_journal(runs / tag / "journal", [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS])
+    reserved = [e.rec for e in entries if isinstance(e.rec, BudgetReserved)]
+    # Every reservation the meter made has exactly one ledger line (ok, or lost in a kill).
+    assert sorted(r.id for r in reserved) == sorted(x.reservation_id or "" for x in lines)
+    budget = meters.Budget(Decimal(1000))
+    assert rebuild_budget(budget, [e.rec for e in entries]) == []  # nothing left open
+    spent = sum((Decimal(x.cost_usd) for x in lines), Decimal(0))
+    assert budget.settled == spent == Decimal(status(runs, tag)["spend_usd"]["host"])
+
+
 @pytest.mark.slow
-def test_kill_9_of_the_daemon_then_restart_resumes_the_campaign(runs: Path) -> None:
+@pytest.mark.timeout(900)
+def test_kill_9_of_the_daemon_at_random_moments_then_restart(runs: Path) -> None:
+    """20 rounds: a campaign, the daemon killed at a random moment, restarted; it completes.
+
+    Each round against an uninterrupted run of the same campaign (deterministic
+    engine): one terminal record per episode; every episode that was not in
+    flight at the kill has the uninterrupted outcome (status, reward,
+    checkpoint, tokens) as long as the checkpoint it ran on was learned from
+    the same evidence; the ones in flight are ``unknown`` and never re-run
+    (DESIGN.md, promise 1), so the blocks after one learn from less; no ledger
+    line lost, spend equal in the ledger, the reserver's journal and ``mw status``.
+    """
     from collections import Counter
 
     from mw_actors import BUDGET_RECORDS, read_journal
-    from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded
+    from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
 
     kinds = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
-
-    for round_number in range(3):
+    split = ["--train-split", "36"]
+    assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
+    submit = ["serve-learn", "submit", "synthetic_l1", "--runs", str(runs), *split]
+    assert mw(*submit, "--tag", "baseline").returncode == 0
+    wait_for(runs, "baseline", {"completed"})
+    baseline = results(runs, "baseline")
+    check_accounts(runs, "baseline")
+    rng = random.Random(20261130)
+    for round_number in range(20):
         tag = f"k{round_number}"
-        assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
-        submitted = mw(
-            "serve-learn",
-            "submit",
-            "synthetic_l1",
-            "--runs",
-            str(runs),
-            "--tag",
-            tag,
-            "--train-split",
-            "36",
-        )
+        submitted = mw(*submit, "--tag", tag)
         assert submitted.returncode == 0, submitted.stderr
         journal = runs / tag / "journal"
+        target = rng.randint(0, 40)  # episodes ended before the kill (36 served + tests)
         deadline = time.monotonic() + 60
-        ended: list[Any] = []
-        while len(ended) < 5 + 6 * round_number:  # mid-campaign, episodes in flight
-            assert time.monotonic() < deadline, f"round {round_number}: {len(ended)} ended"
-            time.sleep(0.05)
+        ended = 0
+        while ended < target:
+            assert time.monotonic() < deadline, f"round {round_number}: {ended} ended"
+            time.sleep(rng.uniform(0, 0.05))
             if journal.is_dir():
                 entries = read_journal(journal, kinds)
-                ended = [e for e in entries if isinstance(e.rec, EpisodeEnded)]
+                ended = sum(isinstance(e.rec, EpisodeEnded) for e in entries)
+                if any(e.rec.__class__.__name__ == "CampaignEnded" for e in entries):
+                    break
         pid = int(DaemonPaths(runs).pid.read_text())
         os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
-        assert mw("daemon", "start", "--runs", str(runs)).returncode == 0  # recovers
+        in_flight = set()
+        if journal.is_dir():
+            entries = read_journal(journal, kinds)
+            started = {e.rec.task_id for e in entries if isinstance(e.rec, EpisodeStarted)}
+            done = {e.rec.task_id for e in entries if isinstance(e.rec, EpisodeEnded)}
+            in_flight = started - done
+        restarted = mw("daemon", "start", "--runs", str(runs))
+        assert restarted.returncode == 0, restarted.stderr  # finds the campaign and resumes it
         final = wait_for(runs, tag, {"completed"})
-        assert final["progress"]["cases_served"] == 36
+        assert final["progress"]["cases_served"] == 36, (round_number, final)
         records = read_journal(journal, kinds)
         counts = Counter(e.rec.task_id for e in records if isinstance(e.rec, EpisodeEnded))
-        assert max(counts.values()) == 1
-        assert mw("daemon", "stop", "--runs", str(runs)).returncode == 0
+        assert set(counts.values()) == {1}, (round_number, counts)
+        outcome = results(runs, tag)
+        assert outcome.keys() == baseline.keys()
+        unknown = {key for key, value in outcome.items() if value[0] == "unknown"}
+        assert {task for task, _ in unknown} <= in_flight, round_number
+        print(f"round {round_number}: killed after {ended} ended, {len(unknown)} unknown")
+        # A serving episode in block b runs on v(b), and v(b) learns from blocks < b. An
+        # unknown episode leaves its block's evidence short, so the versions after it may
+        # differ from the uninterrupted run's; every version before it is the same, and
+        # so is every episode that ran on one of those.
+        short = min((value[2] for (_, phase), value in outcome.items()
+                     if phase == "serving" and value[0] == "unknown"), default=10**6)  # fmt: skip
+        ours, theirs = learned(runs, tag), learned(runs, "baseline")
+        assert all(ours[v] == theirs[v] for v in ours if v <= short), round_number
+        same = {k for k in baseline if k not in unknown and outcome[k][2] <= short}
+        differ = {k for k in same if outcome[k] != baseline[k]}
+        assert not differ, (round_number, [(k, outcome[k], baseline[k]) for k in sorted(differ)])
+        check_accounts(runs, tag)
+    assert mw("daemon", "stop", "--runs", str(runs)).returncode == 0
 
 
 def test_cancel_then_resume_over_the_control_socket(runs: Path) -> None:

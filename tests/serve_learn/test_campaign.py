@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mw_actors import ActorExit, ExitError, read_journal
@@ -183,6 +185,27 @@ async def test_a_budget_that_runs_out_stops_cleanly_and_still_scores(
 
 
 @pytest.mark.slow
+async def test_a_resume_after_every_block_was_learned_still_ends(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """Stopped after the last block was learned, before the tests: the resume finishes."""
+    spec = CampaignSpec(
+        tag="late", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, train_split=24
+    )
+    run = await run_campaign(spec)
+    # Cut the journal just after the last block.learned line, as a kill there would have.
+    segment = sorted(run.journal.glob("*.jsonl"))[-1]
+    lines = segment.read_bytes().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if b'"serve_learn.block_learned"' in line)
+    segment.write_bytes(b"".join(lines[: last + 1]))
+    assert _status(tmp_path, "late")["state"] == "failed"
+    with anyio.fail_after(60):
+        await run_campaign(dataclasses.replace(spec, resume=True))
+    status = _status(tmp_path, "late")
+    assert status["state"] == "completed" and status["progress"]["blocks_learned"] == 2
+    assert max(Counter(e.task_id for e in _ended(run.journal)).values()) == 1
+
+
 def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
     base = [
         sys.executable,
