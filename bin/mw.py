@@ -545,6 +545,8 @@ def _serve_learn_submit(args: argparse.Namespace) -> int:
     }
     if args.dataset:
         spec["dataset"] = str(Path(args.dataset).resolve())
+    if args.provider_latency:
+        spec["latency"] = _latency(args.provider_latency)
     result = _daemon_request(runs, Submit(kind="serve-learn", tag=tag, spec=spec))
     print(f"submitted {result['tag']} to the daemon for {runs}; watch it: mw status {tag}")
     return 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import typing
 import zlib
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
@@ -290,8 +290,24 @@ class Journal:
         self._recovered = 0
         self._truncated = 0
         self._entries_at_open: list[Entry] = []
+        self._watchers: list[Callable[[int, Record], None]] = []
 
     # -- appending -------------------------------------------------------------
+
+    def watch(self, callback: Callable[[int, Record], None]) -> Callable[[], None]:
+        """Call ``callback(seq, record)`` for each record appended from now on.
+
+        It is called as the record is accepted, before it is durable: for live
+        views (the daemon's event feed), never as an acknowledgement. It must
+        not block or raise. Returns a function that stops the calls.
+        """
+        self._watchers.append(callback)
+
+        def unwatch() -> None:
+            if callback in self._watchers:
+                self._watchers.remove(callback)
+
+        return unwatch
 
     def _enqueue(self, rec: Record, dur: Durability) -> tuple[_Batch, int]:
         if self._failed is not None:
@@ -311,6 +327,11 @@ class Journal:
         if self._segment_size >= self._segment_bytes:
             self._start_segment(batch)
         self._wakeup.set()
+        for watcher in self._watchers:
+            try:
+                watcher(seq, rec)
+            except Exception:  # a broken view must never cost the journal a record
+                log.exception("journal_watcher_failed", journal=str(self.directory))
         return batch, seq
 
     def _start_segment(self, batch: _Batch) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ async def subscribe(runs: Path, *, timeout: float = 10.0) -> AsyncIterator[Async
     """The daemon's events, read-only, as they happen."""
     stream, _ = await _open(runs, "events", timeout)
 
-    async def events() -> AsyncIterator[Event]:
+    async def events() -> AsyncGenerator[Event, None]:
         while True:
             try:
                 event = await read_frame(stream)
@@ -123,5 +124,6 @@ async def subscribe(runs: Path, *, timeout: float = 10.0) -> AsyncIterator[Async
                 return
             yield event
 
-    async with stream:
-        yield events()
+    feed = events()
+    async with stream, contextlib.aclosing(feed):  # closed even if the reader stops early
+        yield feed

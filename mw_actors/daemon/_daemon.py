@@ -37,6 +37,7 @@ import structlog
 from mw_errors import ConfigError, MwError
 
 from .._core._journal import open_journal, read_journal
+from .._core._records import Record
 from .._core._runtime import Runtime, observe_runtimes
 from .._reserver import BUDGET_RECORDS
 from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted
@@ -56,6 +57,7 @@ from ._protocol import (
     Submit,
     Tail,
     Welcome,
+    encode_frame,
     read_frame,
     write_frame,
 )
@@ -83,25 +85,41 @@ def peer_uid(sock: socket.socket) -> int:
 
 
 class _Subscriber:
+    """One events reader: a bounded queue of (event, its encoded frame)."""
+
     def __init__(self) -> None:
-        self.send, self.receive = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
+        self.send, self.receive = anyio.create_memory_object_stream[tuple[Event, bytes]](
+            EVENT_BUFFER
+        )
         self.lagged = 0
 
-    def offer(self, event: Event) -> None:
+    def offer(self, event: Event, frame: bytes) -> None:
         try:
-            self.send.send_nowait(event)
+            self.send.send_nowait((event, frame))
         except anyio.WouldBlock:  # lagged policy: drop the oldest, count what was lost
             with contextlib.suppress(anyio.WouldBlock):
                 self.receive.receive_nowait()
             self.lagged += 1
-            self.send.send_nowait(event)
+            self.send.send_nowait((event, frame))
 
-    def take_lag(self, event: Event) -> Event:
-        """``event``, saying how many events this subscriber lost just before it."""
+    def take(self, event: Event, frame: bytes) -> bytes:
+        """The frame to send: as encoded once for all, or saying how many were lost."""
         if not self.lagged:
-            return event
+            return frame
         lagged, self.lagged = self.lagged, 0
-        return msgspec.structs.replace(event, lagged=lagged)
+        return encode_frame(msgspec.structs.replace(event, lagged=lagged))
+
+
+def _record_event(record: Record) -> tuple[str, dict[str, Any]]:
+    """A record's kind and small fields, for the event feed (traces stay in the journal)."""
+    kind = type(record).__struct_config__.tag
+    return str(kind), {
+        key: value
+        for key, value in msgspec.structs.asdict(record).items()
+        if value is None
+        or isinstance(value, (bool, int, float))
+        or (isinstance(value, str) and len(value) <= 120)
+    }
 
 
 class _Campaign:
@@ -114,9 +132,13 @@ class _Campaign:
         self.done = anyio.Event()
         self.error: str | None = None
         self.runtime: Runtime | None = None  # the campaign's, once it opened one
+        self.on_record: Callable[[int, Record], None] | None = None  # feeds the events
 
     def attach_runtime(self, runtime: Runtime) -> None:
+        """The campaign opened its runtime: watch its mailboxes, feed its records out."""
         self.runtime = runtime
+        if runtime.journal is not None and self.on_record is not None:
+            runtime.journal.watch(self.on_record)
 
 
 class Daemon:
@@ -201,9 +223,18 @@ class Daemon:
     # -- events -------------------------------------------------------------------
 
     def publish(self, tag: str, what: str, **detail: Any) -> None:
-        event = Event(tag=tag, what=what, detail=detail)
+        self.broadcast(Event(tag=tag, what=what, detail=detail))
+
+    def broadcast(self, event: Event) -> None:
+        """Offer ``event`` to every subscriber; never waits (a full buffer drops its oldest).
+
+        It is encoded once, whatever the number of subscribers.
+        """
+        if not self.subscribers:
+            return
+        frame = encode_frame(event)
         for subscriber in list(self.subscribers):
-            subscriber.offer(event)
+            subscriber.offer(event, frame)
 
     # -- connections ----------------------------------------------------------------
 
@@ -244,8 +275,14 @@ class Daemon:
         self.subscribers.append(subscriber)
         try:
             async with subscriber.receive:
-                async for event in subscriber.receive:
-                    await write_frame(stream, subscriber.take_lag(event))
+                async for event, frame in subscriber.receive:
+                    frames = [subscriber.take(event, frame)]
+                    while len(frames) < 64:  # what else is queued goes in the same write
+                        try:
+                            frames.append(subscriber.take(*subscriber.receive.receive_nowait()))
+                        except anyio.WouldBlock:
+                            break
+                    await stream.send(b"".join(frames))
         finally:
             self.subscribers.remove(subscriber)
             subscriber.send.close()
@@ -347,6 +384,12 @@ class Daemon:
         entry = self.paths.registry / f"{tag}.json"
         entry.write_text(json.dumps({"kind": kind, "tag": tag, "spec": spec}, indent=1))
         campaign = _Campaign(kind, tag, spec)
+
+        def on_record(seq: int, record: Record) -> None:
+            what, detail = _record_event(record)
+            self.broadcast(Event(tag=tag, what=what, detail=detail))
+
+        campaign.on_record = on_record
         self.campaigns[tag] = campaign
         self.tg.start_soon(self._run, campaign, runner)
         self.publish(tag, "resumed" if resume else "submitted", kind=kind)
@@ -369,6 +412,13 @@ class Daemon:
                 dataset_dir = Path(dataset)
             if "allocation_usd" in fields:
                 fields["allocation_usd"] = Decimal(str(fields["allocation_usd"]))
+            if isinstance(fields.get("latency"), dict):
+                from ..provider import Latency
+
+                try:
+                    fields["latency"] = msgspec.convert(fields["latency"], Latency)
+                except (msgspec.ValidationError, ValueError) as exc:
+                    raise ConfigError(f"spec latency: {exc}", hint="ttft=S,tps=N") from None
             campaign_spec = CampaignSpec(
                 tag=tag, dataset=dataset_dir, runs=self.runs, resume=resume, **fields
             )

@@ -33,6 +33,7 @@ __all__ = [
     "Submit",
     "Tail",
     "Welcome",
+    "encode_frame",
     "read_frame",
     "write_frame",
 ]
@@ -113,9 +114,14 @@ _decoder = msgspec.json.Decoder(Message)
 _encoder = msgspec.json.Encoder()
 
 
-async def write_frame(stream: anyio.abc.ByteSendStream, message: Any) -> None:
+def encode_frame(message: Any) -> bytes:
+    """One frame: a 4-byte big-endian length, then the message as msgspec JSON."""
     body = _encoder.encode(message)
-    await stream.send(struct.pack(">I", len(body)) + body)
+    return struct.pack(">I", len(body)) + body
+
+
+async def write_frame(stream: anyio.abc.ByteSendStream, message: Any) -> None:
+    await stream.send(encode_frame(message))
 
 
 async def _exactly(stream: anyio.abc.ByteReceiveStream, size: int) -> bytes:

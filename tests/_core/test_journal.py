@@ -54,6 +54,29 @@ async def test_round_trip_and_framing(tmp_path: Path) -> None:
     assert first.startswith(b'{"crc":"') and first.endswith(b"\n")
 
 
+async def test_watchers_see_each_record_and_a_broken_one_costs_nothing(tmp_path: Path) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def broken(seq: int, rec: mw.Record) -> None:
+        raise RuntimeError("a buggy view")
+
+    async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
+        await journal.append(ev(0))  # before anyone watches
+        unwatch = journal.watch(lambda seq, rec: seen.append((seq, rec.index)))  # type: ignore[attr-defined]
+        journal.watch(broken)
+        await journal.append(ev(1))
+        journal.append_nowait(ev(2))
+        unwatch()
+        await journal.append(ev(3))
+    assert seen == [(3, 1), (4, 2)]
+    assert [r.index for r in mw.replay(mw.read_journal(tmp_path, [Evidence]), Evidence)] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+
+
 async def test_reopen_continues_the_sequence(tmp_path: Path) -> None:
     await write_some(tmp_path, 3)
     async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
