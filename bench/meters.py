@@ -133,24 +133,36 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def latency(client: httpx.AsyncClient, url: str, n: int) -> dict[str, list[float]]:
-    whole, first, last = [], [], []
+async def one(client: httpx.AsyncClient, url: str, into: dict[str, list[float]]) -> None:
+    """One whole and one streamed request; their times go into ``into``."""
+    t0 = time.perf_counter()
+    response = await client.post(f"{url}/chat/completions", json=BODY)
+    assert response.status_code == 200, response.text
+    into["whole"].append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    async with client.stream(
+        "POST", f"{url}/chat/completions", json={**BODY, "stream": True}
+    ) as streamed:
+        seen_first = False
+        async for _ in streamed.aiter_raw():
+            if not seen_first:
+                into["first byte"].append(time.perf_counter() - t0)
+                seen_first = True
+    into["last byte"].append(time.perf_counter() - t0)
+
+
+async def latency(
+    client: httpx.AsyncClient, paths: dict[str, str], n: int
+) -> dict[str, dict[str, list[float]]]:
+    """Each path's times; the paths take turns request by request, so the machine's
+    noise falls on all of them alike."""
+    figures: dict[str, dict[str, list[float]]] = {
+        name: {"whole": [], "first byte": [], "last byte": []} for name in paths
+    }
     for _ in range(n):
-        t0 = time.perf_counter()
-        response = await client.post(f"{url}/chat/completions", json=BODY)
-        assert response.status_code == 200, response.text
-        whole.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        async with client.stream(
-            "POST", f"{url}/chat/completions", json={**BODY, "stream": True}
-        ) as streamed:
-            seen_first = False
-            async for _ in streamed.aiter_raw():
-                if not seen_first:
-                    first.append(time.perf_counter() - t0)
-                    seen_first = True
-        last.append(time.perf_counter() - t0)
-    return {"whole": whole, "first byte": first, "last byte": last}
+        for name, url in paths.items():
+            await one(client, url, figures[name])
+    return figures
 
 
 def wrk(url: str, seconds: int, tmp: Path, connections: int = 32) -> float:
@@ -208,11 +220,8 @@ async def main(requests: int, rss_requests: int, seconds: int, with_litellm: boo
             if litellm is not None:
                 paths["litellm"] = litellm[1]
             async with httpx.AsyncClient(timeout=60, headers=AUTH) as client:
-                for url in paths.values():
-                    await latency(client, url, 50)  # warm every path up
-                figures = {
-                    name: await latency(client, url, requests) for name, url in paths.items()
-                }
+                await latency(client, paths, 50)  # warm every path up
+                figures = await latency(client, paths, requests)
             names = list(paths)
             header = " | ".join(f"{n:>10}" for n in names)
             print(f"| {'figure':<26} | {header} | {'meter added':>11} | goal |")

@@ -130,8 +130,9 @@ async def _read_request(stream: anyio.abc.ByteStream, conn: h11.Connection) -> R
             return None
 
 
-async def _send(stream: anyio.abc.ByteStream, conn: h11.Connection, event: Any) -> None:
-    data = conn.send(event)
+async def _send(stream: anyio.abc.ByteStream, conn: h11.Connection, *events: Any) -> None:
+    """Send ``events`` in one write (a whole answer is one syscall, not three)."""
+    data = b"".join(conn.send(event) or b"" for event in events)
     if data:
         try:
             await stream.send(data)
@@ -144,10 +145,11 @@ async def _respond(stream: anyio.abc.ByteStream, conn: h11.Connection, response:
     body = response.body
     if isinstance(body, bytes):
         headers.append((b"content-length", str(len(body)).encode()))
-        await _send(stream, conn, h11.Response(status_code=response.status, headers=headers))
-        if body:
-            await _send(stream, conn, h11.Data(data=body))
-        await _send(stream, conn, h11.EndOfMessage())
+        head = h11.Response(status_code=response.status, headers=headers)
+        events = (
+            (head, h11.Data(data=body), h11.EndOfMessage()) if body else (head, h11.EndOfMessage())
+        )
+        await _send(stream, conn, *events)
         return
     headers.append((b"transfer-encoding", b"chunked"))
     try:
