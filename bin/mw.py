@@ -334,6 +334,44 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_learn_test(args: argparse.Namespace) -> int:
+    from decimal import Decimal, InvalidOperation
+
+    import anyio
+
+    from mw_actors.serve_learn import CampaignSpec, run_manual_tests, score_file
+
+    runs = _runs_dir(args.runs)
+    tag = args.tag or os.environ.get("MW_TAG")
+    if not tag:
+        raise ConfigError("which campaign? no --tag and no MW_TAG", hint="pass --tag TAG")
+    try:
+        allocation = Decimal(args.allocation)
+    except InvalidOperation:
+        raise ConfigError(f"--allocation {args.allocation!r} is not an amount in USD") from None
+    spec = CampaignSpec(
+        tag=tag,
+        scenario=args.scenario,
+        dataset=_dataset(args.dataset, args.scenario, runs),
+        runs=runs,
+        train_split=_train_split(args.train_split),
+        concurrency=args.concurrency,
+        allocation_usd=allocation,
+        latency=_provider_latency(args.provider_latency),
+    )
+    report = anyio.run(run_manual_tests, spec)
+    for window in report.tested:
+        print(f"window {window}: tested now")
+    for window in report.earlier:
+        print(f"window {window}: tested by an earlier manual run")
+    for window in report.skipped:
+        print(f"window {window}: its checkpoint is not learned yet, skipped")
+    score = score_file(report.run.results)
+    print(f"results: {report.run.results}")
+    print(f"hidden {score.hidden}, fully specified {score.fully_specified} ({score.n_test} tests)")
+    return 0
+
+
 def _statuses(runs: Path, tags: list[str]) -> list[dict[str, Any]]:
     """Each campaign's status: from the daemon when one runs, else from the journals.
 
@@ -725,7 +763,25 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--waiter", choices=["pipelined", "after_training", "window_by_window"], default="pipelined"
     )
+    submit.add_argument(
+        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
+    )
     submit.set_defaults(func=_serve_learn_submit)
+
+    manual = serve_commands.add_parser(
+        "test", help="manual test mode: test the windows whose checkpoint exists now"
+    )
+    manual.add_argument("scenario")
+    manual.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
+    manual.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    manual.add_argument("--tag", help="the campaign to test (default $MW_TAG)")
+    manual.add_argument("--train-split", type=int, help="as the campaign was launched")
+    manual.add_argument("--allocation", default="5", help="this test run's own allocation in USD")
+    manual.add_argument("--concurrency", type=int, default=4, help="episodes at once")
+    manual.add_argument(
+        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
+    )
+    manual.set_defaults(func=_serve_learn_test)
 
     daemon = commands.add_parser("daemon", help="run campaigns in the background")
     daemon_commands = daemon.add_subparsers(dest="daemon_command", required=True)

@@ -8,6 +8,7 @@ computes it). See docs/design/serve_learn.md.
 """
 
 from ._campaign import CampaignSpec, RunDir, run_campaign, write_outputs
+from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
 from ._records import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
@@ -24,6 +25,7 @@ __all__ = [
     "CampaignSpec",
     "EpisodeEnded",
     "EpisodeStarted",
+    "ManualReport",
     "Plan",
     "RunDir",
     "Scenario",
@@ -37,6 +39,7 @@ __all__ = [
     "read_evaluators",
     "read_scenario",
     "run_campaign",
+    "run_manual_tests",
     "score_file",
     "write_outputs",
     "write_synthetic",

@@ -465,8 +465,7 @@ def check_ports(wm_port: int) -> None:
 
 
 def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
-    scenario = read_scenario(spec.dataset, spec.scenario)
-    schedule = plan(scenario, spec.train_split)
+    scenario, schedule = _prepare_scenario(spec)
     run = RunDir(spec.runs, spec.tag, spec.scenario)
     if run.root.exists() and not spec.resume:
         raise ConfigError(
@@ -475,6 +474,17 @@ def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
         )
     if spec.resume and not run.journal.is_dir():
         raise ConfigError(f"{run.root} has no campaign to resume")
+    if spec.wm_port is not None:
+        check_ports(spec.wm_port)
+    for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
+        path.mkdir(parents=True, exist_ok=True)
+    return run, scenario, schedule
+
+
+def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
+    """The scenario and its schedule, once checked that this build can run them."""
+    scenario = read_scenario(spec.dataset, spec.scenario)
+    schedule = plan(scenario, spec.train_split)
     if not spec.scenario.startswith("synthetic_"):
         raise ConfigError(
             f"scenario {spec.scenario!r} needs ServeLearnBench's own environment and verifier, "
@@ -487,11 +497,7 @@ def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
             f"model {spec.model!r}: only local/... models run offline in this build",
             hint="use MW_MODEL=local/scripted",
         )
-    if spec.wm_port is not None:
-        check_ports(spec.wm_port)
-    for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
-        path.mkdir(parents=True, exist_ok=True)
-    return run, scenario, schedule
+    return scenario, schedule
 
 
 def _stamp(spec: CampaignSpec, run: RunDir, schedule: Plan, meter_port: int) -> None:

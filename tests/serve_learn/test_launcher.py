@@ -52,6 +52,16 @@ def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -
         time.sleep(0.2)
     time.sleep(0.5)
     assert "window 0 on v2" in (tmp_path / "bg" / "test.log").read_text()
+    manual = subprocess.run(
+        ["bash", str(LAUNCH), "synthetic_l1", "test"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert manual.returncode == 0, manual.stderr
+    assert "window 0: tested now" in manual.stdout
+    assert (tmp_path / "bg" / "manual" / "task" / "results" / "synthetic_l1_mwm.jsonl").exists()
 
 
 @pytest.mark.timeout(150)

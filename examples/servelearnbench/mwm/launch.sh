@@ -32,9 +32,6 @@ case "$model" in
   *) die "model $model must be named <backend>/<model id>: fireworks/..., vllm/... or local/..." ;;
 esac
 [ "$mode" = train ] || [ "$mode" = test ] || die "mode $mode: use nothing (train) or test"
-if [ "$mode" = test ]; then
-  die "manual test mode is not in this build yet; the waiter tests every window during training"
-fi
 
 dataset=()
 [ -n "${MW_DATASET:-}" ] && dataset=(--dataset "$MW_DATASET")
@@ -44,6 +41,12 @@ mkdir -p "$runs"
 cd "$repo"
 split=()
 [ -n "${MW_TRAIN_SPLIT:-}" ] && split=(--train-split "$MW_TRAIN_SPLIT")
+if [ "$mode" = test ]; then
+  # Manual test mode, in the foreground, beside training that may still run: the windows
+  # whose checkpoint exists are tested on it; the others are skipped and named.
+  exec "$python" -m bin.mw serve-learn test "$scenario" "${dataset[@]}" "${split[@]}" \
+    --runs "$runs" --tag "$tag"
+fi
 if "$python" -m bin.mw daemon status --runs "$runs" >/dev/null 2>&1; then
   # A daemon serves this runs directory: hand the campaign to it.
   "$python" -m bin.mw serve-learn submit "$scenario" "${dataset[@]}" "${split[@]}" \
