@@ -325,6 +325,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
         resume=args.resume,
         latency=_provider_latency(args.provider_latency),
         wm_port=_wm_port(),
+        learner_model=os.environ.get("MW_EVOLVER_MODEL") or "local/scripted",
     )
     run = anyio.run(run_campaign, spec)
     score = score_file(run.results)
@@ -738,7 +739,9 @@ def _parser() -> argparse.ArgumentParser:
     serve_run.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
     serve_run.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
     serve_run.add_argument("--tag", help="the run's name (default $MW_TAG, else scenario-time)")
-    serve_run.add_argument("--method", default="mwm-local", help="mwm-local (default) or blind")
+    serve_run.add_argument(
+        "--method", default="mwm-local", help="mwm-local (default), mwm (an LLM learner) or blind"
+    )
     serve_run.add_argument("--model", help="the host model (default $MW_MODEL, local/scripted)")
     serve_run.add_argument("--train-split", type=int, help="serve only this prefix")
     serve_run.add_argument("--allocation", default="5", help="the cumulative allocation in USD")

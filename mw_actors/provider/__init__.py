@@ -18,6 +18,7 @@ from ._faults import FAULTS, FaultPlan, Latency
 from ._openai import Provider, ProviderStatistics
 from ._smollm2 import SmolLM2Engine
 from ._synthetic_host import SyntheticHost
+from ._synthetic_learner import SyntheticLearner
 from ._tokenizer import Tokens, smollm2_gguf, smollm2_tokens
 
 LOCAL_PRICES = Path(__file__).with_name("local_prices.json")
@@ -35,6 +36,7 @@ __all__ = [
     "ScriptedEngine",
     "SmolLM2Engine",
     "SyntheticHost",
+    "SyntheticLearner",
     "Tokens",
     "ToolCall",
     "Turn",

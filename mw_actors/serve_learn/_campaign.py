@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import httpx
 import structlog
 
@@ -44,9 +45,18 @@ from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
 from .._lock import campaign_lock
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
-from ..provider import LOCAL_PRICES, FaultPlan, Latency, Provider, SyntheticHost, serve_provider
+from ..provider import (
+    LOCAL_PRICES,
+    FaultPlan,
+    Latency,
+    Provider,
+    SyntheticHost,
+    SyntheticLearner,
+    serve_provider,
+)
 from ._acting import SyntheticEnvironment, run_episode, score_line
-from ._methods import Method, make_method
+from ._learner import LearnerEndpoint
+from ._methods import Method, Mwm, make_method
 from ._records import (
     SERVE_LEARN_RECORDS,
     BlockLearned,
@@ -83,6 +93,7 @@ class CampaignSpec:
     # window_by_window: serve window w, test it, then serve w+1 (ServeLearnBench's runner).
     waiter: Literal["pipelined", "after_training", "window_by_window"] = "pipelined"
     latency: Latency | None = None  # the local provider's emulated latency
+    learner_model: str = "local/scripted"  # the mwm learner's model (MW_EVOLVER_MODEL)
     resume: bool = False
     wm_port: int | None = None  # host meter on WM_PORT, learner's on WM_PORT+1; None: any free
 
@@ -309,13 +320,14 @@ class Learner(_Journaled):
             )
         )
         shared.learned.add(block)
+        usage = getattr(shared.method, "last_usage", None)  # an LLM learner's session
         step = {
             "block": block,
             "cases": len(shared.serving_blocks()[block]),
             "version": block + 1,
             "digest": digest,
-            "learner_tokens": 0,
-            "learner_cost_usd": "0",
+            "learner_tokens": usage.input_tokens + usage.output_tokens if usage else 0,
+            "learner_cost_usd": usage.cost_usd if usage else "0",
             "duration": round(duration, 4),
         }
         await _append(shared.run.steps, json.dumps(step))
@@ -497,10 +509,44 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
             f"model {spec.model!r}: only local/... models run offline in this build",
             hint="use MW_MODEL=local/scripted",
         )
+    if spec.method == "mwm" and not spec.learner_model.startswith("local/"):
+        raise ConfigError(
+            f"learner model {spec.learner_model!r}: only local/... models run offline here",
+            hint="unset MW_EVOLVER_MODEL, or set it to local/scripted",
+        )
     return scenario, schedule
 
 
-def _stamp(spec: CampaignSpec, run: RunDir, schedule: Plan, meter_port: int) -> None:
+async def _start_learner(
+    spec: CampaignSpec,
+    run: RunDir,
+    services: anyio.abc.TaskGroup,
+    metering: anyio.abc.TaskGroup,
+    reserver: ReserverClient,
+    method: Mwm,
+) -> int:
+    """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
+    provider_port = await services.start(serve_provider, Provider(SyntheticLearner()))
+    prices = meters.load_prices(LOCAL_PRICES)
+    config = meters.MeterConfig(
+        role="learner",
+        upstream=f"http://127.0.0.1:{provider_port}/v1",
+        prices=prices,
+        ledger_dir=run.root / "learner",
+        allocation_usd=spec.allocation_usd,
+        adapt_responses=True,
+    )
+    port = spec.wm_port + 1 if spec.wm_port is not None else 0
+    bound: int = await metering.start(
+        partial(meters.serve_meter, config, port=port, reserver=reserver)
+    )
+    method.endpoint = LearnerEndpoint(f"http://127.0.0.1:{bound}/v1", spec.learner_model, prices)
+    return bound
+
+
+def _stamp(
+    spec: CampaignSpec, run: RunDir, schedule: Plan, meter_port: int, learner_port: int | None
+) -> None:
     from importlib import metadata
 
     versions = {name: metadata.version(name) for name in ("mw", "anyio", "msgspec", "httpx")}
@@ -517,6 +563,8 @@ def _stamp(spec: CampaignSpec, run: RunDir, schedule: Plan, meter_port: int) -> 
                         "blocks": schedule.blocks,
                         "waiter": spec.waiter,
                         "host_meter": f"127.0.0.1:{meter_port}",
+                        "learner_meter": f"127.0.0.1:{learner_port}" if learner_port else None,
+                        "learner_model": spec.learner_model if learner_port else None,
                         "allocation_usd": str(spec.allocation_usd),
                         "versions": versions,
                         "resumed": spec.resume,
@@ -624,7 +672,12 @@ async def _run(
                         reserver=ReserverClient(reserver),
                     )
                 )
-                _stamp(spec, run, schedule, meter_port)
+                learner_port = None
+                if isinstance(shared.method, Mwm):
+                    learner_port = await _start_learner(
+                        spec, run, services, metering, ReserverClient(reserver), shared.method
+                    )
+                _stamp(spec, run, schedule, meter_port, learner_port)
                 async with httpx.AsyncClient(
                     base_url=f"http://127.0.0.1:{meter_port}/v1", timeout=600.0
                 ) as client:
@@ -717,5 +770,12 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
                 shutil.copyfile(source, run.checkout / name)
         index = {str(r.version): r.digest for r in sorted(learned, key=lambda r: r.version)}
         (run.checkout / "index.json").write_text(json.dumps(index, indent=1) + "\n")
-    summary = meters.summarize([], "learner")
+    # The learner's ledger lives in learner/ (its meter's own directory); its summary is
+    # also kept at the run's root, where DESIGN.md's table puts it.
+    learner_path = run.root / "learner" / "ledger.jsonl"
+    learner_lines = meters.read_ledger(learner_path) if learner_path.exists() else []
+    prices_date = meters.load_prices(LOCAL_PRICES).date
+    summary = meters.summarize(
+        learner_lines, "learner", allocation_usd=spec.allocation_usd, prices_date=prices_date
+    )
     meters.write_atomically(run.root / "meta_wire_ledger.json", meters.encode_summary(summary))

@@ -3,6 +3,10 @@
 - ``mwm-local`` (offline default): a small torch world model (:mod:`._worldmodel`)
   trained after every block on all serving evidence so far, recent evidence
   weighing more. Its checkpoint is an adapter plus a card.
+- ``mwm``: an LLM learner session (:mod:`._learner`), through the learner
+  meter, fits the adapter and edits the card with its tools; the host's ``wm``
+  tool answers from the adapter it fitted. The campaign connects it to its
+  learner meter before the first block.
 - ``blind``: the reference that learns nothing: no context, no ``wm`` tool.
 
 A learner reads evidence files (tool calls, their results, the score line);
@@ -18,7 +22,7 @@ from typing import Any, Protocol
 
 from mw_errors import ConfigError
 
-__all__ = ["METHODS", "Blind", "Method", "MwmLocal", "make_method", "observations"]
+__all__ = ["METHODS", "Blind", "Method", "Mwm", "MwmLocal", "make_method", "observations"]
 
 MWM_CONTEXT = """\
 # World model (MWM)
@@ -83,6 +87,24 @@ class MwmLocal:
         fit(observations(evidence), now=block).save(out, block + 1)
 
 
+class Mwm(MwmLocal):
+    """The LLM learner: the same adapter answers ``wm``, but a learner session makes it."""
+
+    name = "mwm"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.endpoint: Any = None  # a LearnerEndpoint, set by the campaign
+        self.last_usage: Any = None  # the last session's LearnerUsage
+
+    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+        from ._learner import run_learner_session
+
+        if self.endpoint is None:
+            raise ConfigError("the mwm learner has no learner meter to reach its model")
+        self.last_usage = run_learner_session(self.endpoint, evidence, block, out)
+
+
 class Blind:
     name = "blind"
 
@@ -97,19 +119,19 @@ class Blind:
         (out / "card.md").write_text(f"# blind v{block + 1}\n\nNothing is learned.\n")
 
 
-METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "blind": Blind}
+METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "mwm": Mwm, "blind": Blind}
 
 
 def make_method(name: str) -> Method:
     """The method called ``name``.
 
     Raises:
-        ConfigError: no such method here (``mwm`` with an LLM learner is not built yet).
+        ConfigError: no such method here.
     """
     try:
         return METHODS[name]()
     except KeyError:
         raise ConfigError(
             f"method {name!r} is not available; use one of: {', '.join(METHODS)}",
-            hint="mwm-local is the offline default; blind learns nothing",
+            hint="mwm-local is the offline default; mwm runs an LLM learner; blind learns nothing",
         ) from None

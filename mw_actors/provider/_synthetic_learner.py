@@ -1,0 +1,76 @@
+"""An engine that plays the MWM learner on the synthetic scenario, offline.
+
+It works the learner's tools as an LLM learner would, one call per turn:
+``fit_adapter`` (train the world model's adapter on the evidence), then
+``read_card``, then ``write_card`` with the card plus its own notes (per kind
+of case, the decision that scored best in the most recent block that saw it,
+read from the evidence lines in the conversation), then ``finish``. Like the
+synthetic host it reads the conversation, not a script; it sees only what the
+learner session shows it: traces' decisions and score lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._engine import Reply, ToolCall, Turn
+from ._transcript import text_of
+
+__all__ = ["SyntheticLearner"]
+
+_LINE = re.compile(r"^block (\d+): a (\w+) case, decided (\w+)\. Score: (\d+)/100\.$", re.M)
+
+
+def notes(evidence: str) -> str:
+    """Per kind: the best-scoring decision of the latest block that saw that kind."""
+    seen: dict[str, dict[int, dict[str, list[int]]]] = {}
+    for block, kind, decision, score in _LINE.findall(evidence):
+        seen.setdefault(kind, {}).setdefault(int(block), {}).setdefault(decision, []).append(
+            int(score)
+        )
+    lines = ["## Learner notes", ""]
+    for kind in sorted(seen):
+        latest = max(seen[kind])
+        scores = seen[kind][latest]
+        best = max(sorted(scores), key=lambda d: sum(scores[d]) / len(scores[d]))
+        mean = sum(scores[best]) / len(scores[best])
+        lines.append(f"- {kind}: {best} scored {mean:.0f}/100 in block {latest}")
+    return "\n".join(lines) + "\n"
+
+
+class SyntheticLearner:
+    """Chat Completions (the learner meter adapts the session's Responses to it)."""
+
+    name = "synthetic-learner"
+    blocking = False
+
+    def respond(self, turn: Turn) -> Reply:
+        messages = turn.conversation
+        called = [
+            call.get("function", {}).get("name")
+            for m in messages
+            if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []
+        ]
+        if "fit_adapter" not in called:
+            return Reply(
+                reasoning="First the adapter learns from all the evidence so far.",
+                tool_calls=[ToolCall("fit_adapter", {})],
+            )
+        if "read_card" not in called:
+            return Reply(tool_calls=[ToolCall("read_card", {})])
+        if "write_card" not in called:
+            card = next(
+                (text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "tool"),
+                "",
+            )
+            evidence = "\n".join(
+                text_of(m.get("content")) for m in messages if m.get("role") == "user"
+            )
+            return Reply(
+                reasoning="The card gets what the last block taught, kind by kind.",
+                tool_calls=[
+                    ToolCall("write_card", {"text": card.rstrip() + "\n\n" + notes(evidence)})
+                ],
+            )
+        return Reply(content="The world model is updated.", tool_calls=[ToolCall("finish", {})])

@@ -1,0 +1,107 @@
+"""The mwm method's LLM learner: a session through the learner meter writes each checkpoint."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+import meters
+from mw_actors import BUDGET_RECORDS, BudgetReserved, read_journal
+from mw_actors.provider import (
+    LOCAL_PRICES,
+    Provider,
+    Reply,
+    ScriptedEngine,
+    ToolCall,
+    serve_provider,
+)
+from mw_actors.serve_learn import (
+    SERVE_LEARN_RECORDS,
+    CampaignSpec,
+    run_campaign,
+    score_file,
+    write_synthetic,
+)
+from mw_actors.serve_learn._learner import LearnerEndpoint, evidence_text, run_learner_session
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic(tmp_path_factory.mktemp("dataset"))
+
+
+async def test_an_mwm_campaign_learns_through_its_own_metered_learner(
+    dataset: Path, tmp_path: Path
+) -> None:
+    spec = CampaignSpec(
+        tag="llm", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, method="mwm",
+        train_split=72,
+    )  # fmt: skip
+    run = await run_campaign(spec)
+    steps = [json.loads(x) for x in (run.root / "llm" / "steps.jsonl").read_text().splitlines()]
+    assert [s["block"] for s in steps] == list(range(6))
+    assert all(s["learner_tokens"] > 0 and Decimal(s["learner_cost_usd"]) > 0 for s in steps)
+    # The learner reached its model only through its meter; its ledger is the run's.
+    lines = meters.read_ledger(run.root / "learner" / "ledger.jsonl")
+    assert {(x.role, x.endpoint, x.status) for x in lines} == {("learner", "/v1/responses", "ok")}
+    assert len(lines) == 4 * len(steps)  # fit, read, write, finish: one call per turn
+    summary = json.loads((run.root / "meta_wire_ledger.json").read_text())
+    assert summary["requests"] == len(lines)
+    spent = sum((Decimal(x.cost_usd) for x in lines), Decimal(0))
+    per_step = sum(Decimal(s["learner_cost_usd"]) for s in steps)
+    assert Decimal(summary["cost_usd"]) == spent == per_step
+    entries = read_journal(run.journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS])
+    holders = {e.rec.holder.split(":")[0] for e in entries if isinstance(e.rec, BudgetReserved)}
+    assert holders == {"host", "learner"}  # one allocation for both meters
+    card = (run.root / "llm" / "checkout" / "card.md").read_text()
+    assert card.startswith("# World model v6") and "## Learner notes" in card
+    score = score_file(run.results)
+    assert score.hidden is not None and score.hidden > 50  # it learned the hidden policy
+
+
+def test_the_learner_sees_decisions_and_scores_only() -> None:
+    evidence = [
+        {
+            "block": 0,
+            "reward": 1.0,
+            "trace": [
+                {"tool": "get_case", "result": json.dumps({"kind": "refund"})},
+                {"tool": "decide", "arguments": {"decision": "deny"}},
+            ],
+            "evaluator": "SECRET-ORACLE",
+        }
+    ]
+    text = evidence_text(evidence, 0)
+    assert "block 0: a refund case, decided deny. Score: 100/100." in text
+    assert "SECRET" not in text
+
+
+async def test_a_turn_with_two_calls_executes_none(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_card", {"text": "A"}), ToolCall("fit_adapter", {})]),
+        Reply(tool_calls=[ToolCall("write_card", {"text": "# card B"})]),
+        Reply(content="no tool this time"),
+        Reply(tool_calls=[ToolCall("finish", {})]),
+    ]
+    prices = meters.load_prices(LOCAL_PRICES)
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve_provider, Provider(ScriptedEngine(script)))
+        config = meters.MeterConfig(
+            role="learner", upstream=f"http://127.0.0.1:{port}/v1", prices=prices,
+            ledger_dir=tmp_path / "ledger", adapt_responses=True,
+        )  # fmt: skip
+        meter = await tg.start(partial(meters.serve_meter, config))
+        endpoint = LearnerEndpoint(f"http://127.0.0.1:{meter}/v1", "local/scripted", prices)
+        out = tmp_path / "v1"
+        usage = await anyio.to_thread.run_sync(run_learner_session, endpoint, [], 0, out)
+        tg.cancel_scope.cancel()
+    assert (usage.turns, usage.finished) == (4, True)
+    assert (out / "card.md").read_text() == "# card B\n"  # turn 1 executed nothing
+    assert not (out / "adapter.safetensors").exists()
