@@ -3,9 +3,10 @@
 1. The runtime: a tree under a journal, a worker that crashes twice and is
    restarted, real subprocess jobs (one fails once); every actor run has one
    terminal record.
-2. Serve-and-learn: the synthetic scenario with ``mwm-local`` and with
-   ``blind``, through the host meter and the local provider; per-window test
-   scores, the learning curve, the spend.
+2. Serve-and-learn: the synthetic scenario with ``mwm-local``, ``mwm`` (an LLM
+   learner session per block, through its own learner meter) and ``blind``,
+   through the host meter and the local provider; per-window test scores, the
+   learning curve, the spend of each meter.
 3. Weight editing: the benchmark fixture in the bwrap sandbox; the report.
 """
 
@@ -34,6 +35,9 @@ __all__ = ["DaemonControl", "DemoEvidence", "run_demo"]
 
 CRASH_ON = frozenset({3, 7})
 ITEMS = 10
+
+
+METHODS = ("mwm-local", "mwm", "blind")  # the torch world model, the LLM learner, none
 
 
 class DemoEvidence(Record, tag="demo.evidence", frozen=True):
@@ -144,7 +148,7 @@ async def _campaigns_via_daemon(
     say(f"  {await anyio.to_thread.run_sync(daemon.start, run_dir)}")
     try:
         async with connect(run_dir) as control:
-            for method in ("mwm-local", "blind"):
+            for method in METHODS:
                 spec = {"scenario": "synthetic_l1", "method": method}
                 await control.request(
                     Submit(kind="serve-learn", tag=f"serve-learn-{method}", spec=spec)
@@ -152,7 +156,8 @@ async def _campaigns_via_daemon(
             await control.request(
                 Submit(kind="editing", tag="editing", spec={"config": str(config)})
             )
-            say("  submitted: serve-learn-mwm-local, serve-learn-blind, editing")
+            tags = ", ".join(f"serve-learn-{method}" for method in METHODS)
+            say(f"  submitted: {tags}, editing")
             shown: dict[str, str] = {}
             while True:
                 statuses: list[dict[str, Any]] = await control.request(ListCampaigns())
@@ -187,14 +192,20 @@ def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
     say("")
     say("mw demo: serve-and-learn on the synthetic scenario (offline, labelled synthetic)")
     scores = {}
-    for method in ("mwm-local", "blind"):
+    for method in METHODS:
         run = RunDir(run_dir, f"serve-learn-{method}", "synthetic_l1")
         scores[method] = score_file(run.results)
         ledger = json.loads((run.root / "wire_ledger.json").read_text())
+        learner = json.loads((run.root / "meta_wire_ledger.json").read_text())
         say(f"  {method}: {run.root}")
         for line in run.test_log.read_text().splitlines():
             say(f"    {line}")
-        say(f"    spend: ${ledger['cost_usd']} over {ledger['requests']} metered requests")
+        say(f"    host spend: ${ledger['cost_usd']} over {ledger['requests']} metered requests")
+        if learner["requests"]:
+            say(
+                f"    learner spend: ${learner['cost_usd']} over {learner['requests']} "
+                "metered requests (an LLM learner session per block)"
+            )
         if method == "mwm-local":
             rows = [json.loads(x) for x in run.results.read_text().splitlines()[1:]]
             blocks: dict[int, list[float]] = {}
@@ -209,8 +220,10 @@ def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
     for method, score in scores.items():
         say(f"  {method}: hidden {score.hidden:.1f}, fully specified {score.fully_specified:.1f}")
     mwm, blind = scores["mwm-local"].hidden or 0, scores["blind"].hidden or 0
+    llm = scores["mwm"].hidden or 0
     say(f"  mwm-local beats blind on hidden tasks: {mwm > blind}")
-    return mwm > blind
+    say(f"  mwm (LLM learner) beats blind on hidden tasks: {llm > blind}")
+    return mwm > blind and llm > blind
 
 
 def _editing_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
