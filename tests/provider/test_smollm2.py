@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -58,6 +59,18 @@ def wire(
             stop_server(meter)
     finally:
         stop_server(provider)
+
+
+def wait_for_summary(path: Path, requests: int) -> dict[str, Any]:
+    """The meter's summary once it counts ``requests`` (it is rewritten within a second)."""
+    deadline = time.monotonic() + 10
+    while True:
+        if path.exists():
+            summary: dict[str, Any] = json.loads(path.read_text())
+            if summary["requests"] >= requests:
+                return summary
+        assert time.monotonic() < deadline, f"{path} never counted {requests} requests"
+        time.sleep(0.1)
 
 
 def ledger_lines(ledger: Path) -> list[dict[str, object]]:
@@ -120,11 +133,7 @@ def test_a_length_cut_is_reported_as_such(wire: tuple[str, str, Path]) -> None:
     line = ledger_lines(ledger)[-1]
     assert (line["status"], line["output_tokens"]) == ("ok", 4)
     lines = ledger_lines(ledger)
-    deadline = time.monotonic() + 10  # the meter rewrites its summary within a second
-    while (summary := json.loads((ledger / "wire_ledger.json").read_text()))["requests"] < len(
-        lines
-    ) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    summary = wait_for_summary(ledger / "wire_ledger.json", len(lines))
     assert summary["output_tokens"] == sum(int(str(x["output_tokens"])) for x in lines)
 
 
