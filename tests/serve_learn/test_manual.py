@@ -72,7 +72,7 @@ async def test_while_training_goes_on_only_learned_checkpoints_are_tested(
     campaign = subprocess.Popen(
         [sys.executable, "-m", "bin.mw", "serve-learn", "run", "synthetic_l1", "--dataset",
          str(dataset), "--runs", str(tmp_path), "--tag", "c", "--train-split", "72",
-         "--provider-latency", "ttft=0.05", "--waiter", "after_training"],
+         "--provider-latency", "ttft=0.1", "--waiter", "after_training"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     journal = tmp_path / "c" / "journal"
