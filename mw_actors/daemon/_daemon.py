@@ -67,6 +67,7 @@ __all__ = ["Daemon", "DaemonOptions", "peer_uid"]
 
 log = structlog.get_logger("mw.daemon")
 EVENT_BUFFER = 256
+EVENT_COALESCE_SECONDS = 0.02  # a live view loses nothing by seeing events 20 ms late
 
 
 @dataclass(frozen=True)
@@ -276,8 +277,11 @@ class Daemon:
         try:
             async with subscriber.receive:
                 async for event, frame in subscriber.receive:
+                    # Events come in bursts (a block of episodes ending): wait a moment so
+                    # the burst goes out in one write, not one wake-up and send per event.
+                    await anyio.sleep(EVENT_COALESCE_SECONDS)
                     frames = [subscriber.take(event, frame)]
-                    while len(frames) < 64:  # what else is queued goes in the same write
+                    while len(frames) < EVENT_BUFFER:
                         try:
                             frames.append(subscriber.take(*subscriber.receive.receive_nowait()))
                         except anyio.WouldBlock:
