@@ -336,6 +336,20 @@ class Learner(_Journaled):
             shared.learner_done.set()
 
 
+def ended_unknown(task: Task, started: EpisodeStarted) -> EpisodeEnded:
+    """The terminal record of an episode a dead process left in flight: never re-run."""
+    return EpisodeEnded(
+        task_id=task.task_id,
+        phase=started.phase,
+        window=task.window,
+        timestamp=task.timestamp,
+        category=task.category,
+        checkpoint=started.checkpoint,
+        status="unknown",
+        reward=0.0,
+    )
+
+
 async def _append(path: Path, line: str) -> None:
     def write() -> None:
         with open(path, "a") as handle:
@@ -627,16 +641,7 @@ async def _run(
                 task = next(
                     t for t in [*scenario.serving, *scenario.test] if t.task_id == started.task_id
                 )
-                ended = EpisodeEnded(
-                    task_id=task.task_id,
-                    phase=started.phase,
-                    window=task.window,
-                    timestamp=task.timestamp,
-                    category=task.category,
-                    checkpoint=started.checkpoint,
-                    status="unknown",
-                    reward=0.0,
-                )
+                ended = ended_unknown(task, started)
                 await journal.append(ended)
                 shared.ended[task.task_id] = ended
             if not spec.resume:

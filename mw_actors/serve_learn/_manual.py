@@ -34,6 +34,7 @@ from ._campaign import (
     Versions,
     _episode,
     _prepare_scenario,
+    ended_unknown,
     write_outputs,
 )
 from ._records import BlockLearned, CampaignStarted, EpisodeEnded, EpisodeStarted
@@ -91,19 +92,9 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
             by_id = {task.task_id: task for task in scenario.test}
             for rec in started:
                 if rec.task_id not in shared.ended:  # in flight when an earlier run died
-                    task = by_id[rec.task_id]
-                    lost = EpisodeEnded(
-                        task_id=task.task_id,
-                        phase="test",
-                        window=task.window,
-                        timestamp=task.timestamp,
-                        category=task.category,
-                        checkpoint=rec.checkpoint,
-                        status="unknown",
-                        reward=0.0,
-                    )
+                    lost = ended_unknown(by_id[rec.task_id], rec)
                     await journal.append(lost)
-                    shared.ended[task.task_id] = lost
+                    shared.ended[rec.task_id] = lost
             tested, skipped, earlier = await _test_ready_windows(shared, journal)
     write_outputs(manual, spec)
     return ManualReport(manual, tested, skipped, earlier)

@@ -65,6 +65,23 @@ async def test_a_finished_campaign_tests_the_same_as_its_waiter(
         await run_manual_tests(spec(dataset, tmp_path / "elsewhere"))
 
 
+async def test_what_a_killed_manual_run_left_in_flight_ends_unknown(
+    dataset: Path, tmp_path: Path
+) -> None:
+    from mw_actors import open_journal
+    from mw_actors.serve_learn import EpisodeStarted, read_scenario
+
+    run = await run_campaign(spec(dataset, tmp_path))
+    first = next(t for t in read_scenario(dataset, "synthetic_l1").test if t.window == 0)
+    journal_dir = run.root / "manual" / "journal"
+    async with open_journal(journal_dir, record_types=RECORDS) as journal:  # a run that died
+        await journal.append(EpisodeStarted(task_id=first.task_id, phase="test", checkpoint=3))
+    report = await run_manual_tests(spec(dataset, tmp_path))
+    tested = rows(report.run.results)
+    assert tested[first.task_id]["record"]["status"] == "unknown"  # never re-run
+    assert sum(row["record"]["status"] == "finished" for row in tested.values()) == 23
+
+
 @pytest.mark.slow
 async def test_while_training_goes_on_only_learned_checkpoints_are_tested(
     dataset: Path, tmp_path: Path
