@@ -61,7 +61,7 @@ from ._protocol import (
     read_frame,
     write_frame,
 )
-from ._status import CAMPAIGN_RECORDS, campaign_status
+from ._status import CAMPAIGN_RECORDS, CampaignStatus, Progress, campaign_status
 
 __all__ = ["Daemon", "DaemonOptions", "peer_uid"]
 
@@ -134,6 +134,21 @@ class _Campaign:
         self.error: str | None = None
         self.runtime: Runtime | None = None  # the campaign's, once it opened one
         self.on_record: Callable[[int, Record], None] | None = None  # feeds the events
+        self.allocation_usd = ""  # known once the runner is built
+
+    def starting(self) -> dict[str, Any]:
+        """The status of a campaign whose journal does not exist yet: running, nothing done."""
+        status = CampaignStatus(
+            tag=self.tag,
+            kind=self.kind,  # type: ignore[arg-type]
+            state="running",
+            progress=Progress(),
+            spend_usd={"host": "0", "learner": "0"},
+            allocation_usd=self.allocation_usd,
+            open_actor_runs=0,
+        )
+        result: dict[str, Any] = msgspec.to_builtins(status)
+        return result
 
     def attach_runtime(self, runtime: Runtime) -> None:
         """The campaign opened its runtime: watch its mailboxes, feed its records out."""
@@ -353,14 +368,14 @@ class Daemon:
         campaign = self.campaigns.get(tag)
         if not (run / "journal").is_dir():
             if campaign is not None and not campaign.done.is_set():
-                return {"tag": tag, "kind": campaign.kind, "state": "running"}
+                return campaign.starting()
             raise ConfigError(f"no campaign {tag!r} under {self.runs}")
         try:
             status = msgspec.to_builtins(campaign_status(run))
         except ConfigError:
             if campaign is None or campaign.done.is_set():
                 raise
-            return {"tag": tag, "kind": campaign.kind, "state": "running"}  # just starting
+            return campaign.starting()
         if campaign is not None:
             if not campaign.done.is_set():
                 status["state"] = "running"
@@ -384,10 +399,11 @@ class Daemon:
             raise ConfigError(
                 f"run directory {self.runs / tag} already exists", hint="pick another tag"
             )
-        runner = self._runner(kind, tag, spec, resume)
+        runner, allocation = self._runner(kind, tag, spec, resume)
         entry = self.paths.registry / f"{tag}.json"
         entry.write_text(json.dumps({"kind": kind, "tag": tag, "spec": spec}, indent=1))
         campaign = _Campaign(kind, tag, spec)
+        campaign.allocation_usd = allocation
 
         def on_record(seq: int, record: Record) -> None:
             what, detail = _record_event(record)
@@ -397,9 +413,12 @@ class Daemon:
         self.campaigns[tag] = campaign
         self.tg.start_soon(self._run, campaign, runner)
         self.publish(tag, "resumed" if resume else "submitted", kind=kind)
-        return {"tag": tag, "kind": kind, "state": "running"}
+        return campaign.starting()
 
-    def _runner(self, kind: str, tag: str, spec: dict[str, Any], resume: bool) -> Callable[[], Any]:
+    def _runner(
+        self, kind: str, tag: str, spec: dict[str, Any], resume: bool
+    ) -> tuple[Callable[[], Any], str]:
+        """What runs the campaign, and its allocation in USD."""
         if kind == "serve-learn":
             from ..serve_learn import CampaignSpec, run_campaign, write_synthetic
 
@@ -426,7 +445,7 @@ class Daemon:
             campaign_spec = CampaignSpec(
                 tag=tag, dataset=dataset_dir, runs=self.runs, resume=resume, **fields
             )
-            return lambda: run_campaign(campaign_spec)
+            return (lambda: run_campaign(campaign_spec)), str(campaign_spec.allocation_usd)
         if kind == "editing":
             from ..editing import load_config
             from ..editing import run_campaign as run_editing
@@ -437,7 +456,8 @@ class Daemon:
             editing = dataclasses.replace(
                 self.options.editing, local_trusted=bool(spec.get("local_trusted", False))
             )
-            return lambda: run_editing(loaded, self.runs / tag, editing)
+            allocation = str(loaded.allocation)
+            return (lambda: run_editing(loaded, self.runs / tag, editing)), allocation
         raise ConfigError(f"unknown campaign kind {kind!r}; use serve-learn or editing")
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:

@@ -182,7 +182,11 @@ async def test_subscribers_see_a_campaign_live_record_by_record(runs: Path) -> N
         await tg.start(daemon.serve)
         async with subscribe(runs) as events, connect(runs) as control:
             spec = {"scenario": "synthetic_l1", "train_split": 24}
-            await control.request(Submit(kind="serve-learn", tag="live", spec=spec))
+            submitted = await control.request(Submit(kind="serve-learn", tag="live", spec=spec))
+            # Before its journal exists a campaign's status already has every field.
+            assert submitted["state"] == "running" and submitted["allocation_usd"] == "5"
+            assert submitted["progress"]["cases_served"] == 0
+            assert submitted["spend_usd"] == {"host": "0", "learner": "0"}
             with anyio.fail_after(120):
                 async for event in events:
                     seen.append(event)
