@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,18 @@ def _latency(spec: str | None) -> dict[str, float]:
     return fields
 
 
+def _allocation(text: str) -> Decimal:
+    """``--allocation``, an amount in USD.
+
+    Raises:
+        ConfigError: it is not a number.
+    """
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise ConfigError(f"--allocation {text!r} is not an amount in USD") from None
+
+
 def _smollm2_cache() -> Path:
     """Where the smollm2 engine keeps its safetensors snapshot: the user's cache."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -186,8 +199,6 @@ def _provider(args: argparse.Namespace) -> int:
 
 
 def _meter(args: argparse.Namespace) -> int:
-    from decimal import Decimal, InvalidOperation
-
     import anyio
 
     from meters import MeterConfig, load_prices, serve_meter, serve_until_signal
@@ -198,10 +209,7 @@ def _meter(args: argparse.Namespace) -> int:
             f"environment variable {args.key_env} is not set",
             hint=f"export {args.key_env}=... (the meter reads the upstream key from it)",
         )
-    try:
-        allocation = None if args.allocation is None else Decimal(args.allocation)
-    except InvalidOperation:
-        raise ConfigError(f"--allocation {args.allocation!r} is not an amount in USD") from None
+    allocation = None if args.allocation is None else _allocation(args.allocation)
     config = MeterConfig(
         role=args.role,
         upstream=args.upstream,
@@ -299,7 +307,6 @@ def _provider_latency(spec: str | None) -> Any:
 
 def _serve_learn_run(args: argparse.Namespace) -> int:
     import time
-    from decimal import Decimal, InvalidOperation
 
     import anyio
 
@@ -307,10 +314,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
 
     runs = _runs_dir(args.runs)
     tag = args.tag or os.environ.get("MW_TAG") or time.strftime(f"{args.scenario}-%Y%m%d-%H%M%S")
-    try:
-        allocation = Decimal(args.allocation)
-    except InvalidOperation:
-        raise ConfigError(f"--allocation {args.allocation!r} is not an amount in USD") from None
+    allocation = _allocation(args.allocation)
     spec = CampaignSpec(
         tag=tag,
         scenario=args.scenario,
@@ -336,8 +340,6 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
 
 
 def _serve_learn_test(args: argparse.Namespace) -> int:
-    from decimal import Decimal, InvalidOperation
-
     import anyio
 
     from mw_actors.serve_learn import CampaignSpec, run_manual_tests, score_file
@@ -346,10 +348,7 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
     tag = args.tag or os.environ.get("MW_TAG")
     if not tag:
         raise ConfigError("which campaign? no --tag and no MW_TAG", hint="pass --tag TAG")
-    try:
-        allocation = Decimal(args.allocation)
-    except InvalidOperation:
-        raise ConfigError(f"--allocation {args.allocation!r} is not an amount in USD") from None
+    allocation = _allocation(args.allocation)
     spec = CampaignSpec(
         tag=tag,
         scenario=args.scenario,

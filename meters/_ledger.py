@@ -207,14 +207,13 @@ def attempt_holder(role: str, attempt_id: str, endpoint: str, model: str) -> str
     return f"{role}:{attempt_id}:{endpoint}:{model}"
 
 
-def lost_attempt(
-    reservation: Reservation, role: Role, *, reserved_at: float, now: float
-) -> LedgerLine | None:
+def lost_attempt(reservation: Reservation, role: Role, *, now: float) -> LedgerLine | None:
     """The ledger line of an attempt whose meter died while it was in flight.
 
     ``reservation`` is still open after a restart and names one of ``role``'s
     attempts as its holder: the request may have been sent and billed, so it is
-    charged its reservation. None when the holder is not such an attempt.
+    charged its reservation, and it started when it was reserved. None when the
+    holder is not such an attempt.
     """
     parts = reservation.holder.split(":", 3)
     if len(parts) != 4 or parts[0] != role:
@@ -225,7 +224,7 @@ def lost_attempt(
         role=role,
         model=model,
         endpoint=endpoint,
-        started=reserved_at,
+        started=reservation.reserved_at,
         ended=now,
         status="lost",
         http_status=None,

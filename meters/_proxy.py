@@ -258,9 +258,7 @@ class Meter:
             return []
         lost = []
         for reservation in await self.reserver.open_reservations():
-            line = lost_attempt(
-                reservation, self.config.role, reserved_at=reservation.reserved_at, now=time.time()
-            )
+            line = lost_attempt(reservation, self.config.role, now=time.time())
             if line is None:
                 continue
             self.ledger.append(line)

@@ -97,7 +97,7 @@ def test_a_reopened_ledger_cuts_a_torn_tail_before_appending(tmp_path: Path) -> 
 def test_a_lost_attempt_is_charged_its_reservation_and_only_for_its_role() -> None:
     holder = meters.attempt_holder("host", "abc123", "/v1/chat/completions", "acme/m:1")
     reservation = meters.Reservation("r.1", "0.0123", holder, expires_at=9.0, reserved_at=3.0)
-    lost = meters.lost_attempt(reservation, "host", reserved_at=3.0, now=5.0)
+    lost = meters.lost_attempt(reservation, "host", now=5.0)
     assert lost is not None
     assert (lost.id, lost.model, lost.endpoint, lost.status) == (
         "abc123",
@@ -106,9 +106,10 @@ def test_a_lost_attempt_is_charged_its_reservation_and_only_for_its_role() -> No
         "lost",
     )
     assert (lost.cost_usd, lost.reserved_usd, lost.reservation_id) == ("0.0123", "0.0123", "r.1")
-    assert meters.lost_attempt(reservation, "learner", reserved_at=3.0, now=5.0) is None
+    assert (lost.started, lost.ended) == (3.0, 5.0)
+    assert meters.lost_attempt(reservation, "learner", now=5.0) is None
     other = meters.Reservation("r.2", "1", "trial-7", expires_at=9.0)
-    assert meters.lost_attempt(other, "host", reserved_at=0.0, now=5.0) is None
+    assert meters.lost_attempt(other, "host", now=5.0) is None
 
 
 def test_reserve_is_all_or_nothing() -> None:
