@@ -531,6 +531,30 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     return scenario, schedule
 
 
+def host_provider(spec: CampaignSpec) -> Provider:
+    """The local provider playing the host, at the spec's emulated latency."""
+    return Provider(
+        SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
+    )
+
+
+def meter_config(
+    spec: CampaignSpec, role: Literal["host", "learner"], provider_port: int, ledger_dir: Path
+) -> meters.MeterConfig:
+    """A campaign's meter in front of a local provider, drawing on its allocation.
+
+    The learner's adapts Responses to the provider's Chat.
+    """
+    return meters.MeterConfig(
+        role=role,
+        upstream=f"http://127.0.0.1:{provider_port}/v1",
+        prices=meters.load_prices(LOCAL_PRICES),
+        ledger_dir=ledger_dir,
+        allocation_usd=spec.allocation_usd,
+        adapt_responses=role == "learner",
+    )
+
+
 async def _start_learner(
     spec: CampaignSpec,
     run: RunDir,
@@ -541,20 +565,14 @@ async def _start_learner(
 ) -> int:
     """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
     provider_port = await services.start(serve_provider, Provider(SyntheticLearner()))
-    prices = meters.load_prices(LOCAL_PRICES)
-    config = meters.MeterConfig(
-        role="learner",
-        upstream=f"http://127.0.0.1:{provider_port}/v1",
-        prices=prices,
-        ledger_dir=run.root / "learner",
-        allocation_usd=spec.allocation_usd,
-        adapt_responses=True,
-    )
+    config = meter_config(spec, "learner", provider_port, run.root / "learner")
     port = spec.wm_port + 1 if spec.wm_port is not None else 0
     bound: int = await metering.start(
         partial(meters.serve_meter, config, port=port, reserver=reserver)
     )
-    method.endpoint = LearnerEndpoint(f"http://127.0.0.1:{bound}/v1", spec.learner_model, prices)
+    method.endpoint = LearnerEndpoint(
+        f"http://127.0.0.1:{bound}/v1", spec.learner_model, config.prices
+    )
     return bound
 
 
@@ -611,9 +629,7 @@ async def _run(
 ) -> RunDir:
     shared = Shared(spec, run, scenario, schedule)
     interrupted = _restore(shared)
-    provider = Provider(
-        SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
-    )
+    provider = host_provider(spec)
     # The reserver settles what the host meter already wrote down but did not settle;
     # the meter then writes off, as `lost`, what it left in flight (see docs/design/meters.md).
     ledger_path = run.root / "ledger.jsonl"
@@ -659,13 +675,7 @@ async def _run(
                     )
                 )
             reserver = await rt.root.child("reserver")
-            config = meters.MeterConfig(
-                role="host",
-                upstream=f"http://127.0.0.1:{provider_port}/v1",
-                prices=meters.load_prices(LOCAL_PRICES),
-                ledger_dir=run.root,
-                allocation_usd=spec.allocation_usd,
-            )
+            config = meter_config(spec, "host", provider_port, run.root)
             # The meter lives inside the runtime: stopping it waits for every in-flight
             # attempt to write its line and settle with the reserver, before the end.
             async with anyio.create_task_group() as metering:

@@ -25,7 +25,7 @@ from mw_errors import ConfigError
 
 from .._core._journal import Journal, open_journal, read_journal
 from .._lock import campaign_lock
-from ..provider import LOCAL_PRICES, FaultPlan, Provider, SyntheticHost, serve_provider
+from ..provider import serve_provider
 from ._campaign import (
     RECORDS,
     CampaignSpec,
@@ -35,6 +35,8 @@ from ._campaign import (
     _episode,
     _prepare_scenario,
     ended_unknown,
+    host_provider,
+    meter_config,
     write_outputs,
 )
 from ._records import BlockLearned, CampaignStarted, EpisodeEnded, EpisodeStarted
@@ -104,21 +106,13 @@ async def _test_ready_windows(
     shared: Shared, journal: Journal
 ) -> tuple[list[int], list[int], list[int]]:
     spec = shared.spec
-    provider = Provider(
-        SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
-    )
+    provider = host_provider(spec)
     tested: list[int] = []
     skipped: list[int] = []
     earlier: list[int] = []
     async with anyio.create_task_group() as services:
         provider_port = await services.start(serve_provider, provider)
-        config = meters.MeterConfig(
-            role="host",
-            upstream=f"http://127.0.0.1:{provider_port}/v1",
-            prices=meters.load_prices(LOCAL_PRICES),
-            ledger_dir=shared.run.root,
-            allocation_usd=spec.allocation_usd,
-        )
+        config = meter_config(spec, "host", provider_port, shared.run.root)
         async with anyio.create_task_group() as metering:
             meter_port = await metering.start(partial(meters.serve_meter, config))
             async with httpx.AsyncClient(
