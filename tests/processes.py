@@ -26,6 +26,16 @@ def mw(
     )
 
 
+def synthetic_campaign(
+    command: str, runs: Path, tag: str, train_split: int
+) -> subprocess.CompletedProcess[str]:
+    """``mw serve-learn run|submit synthetic_l1`` for campaign ``tag`` under ``runs``."""
+    return mw(
+        "serve-learn", command, "synthetic_l1", "--runs", str(runs), "--tag", tag,
+        "--train-split", str(train_split),
+    )  # fmt: skip
+
+
 def start_server(
     *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import mw as run_mw
+from tests.processes import synthetic_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
@@ -33,17 +34,7 @@ def runs() -> Iterator[Path]:
 
 
 def test_attach_once_shows_progress_actors_and_spend(runs: Path) -> None:
-    ran = mw(
-        "serve-learn",
-        "run",
-        "synthetic_l1",
-        "--runs",
-        str(runs),
-        "--tag",
-        "a",
-        "--train-split",
-        "24",
-    )
+    ran = synthetic_campaign("run", runs, "a", 24)
     assert ran.returncode == 0, ran.stderr
     view = mw("attach", "a", "--runs", str(runs), "--once")
     assert view.returncode == 0, view.stderr
@@ -62,17 +53,7 @@ def test_attach_once_shows_progress_actors_and_spend(runs: Path) -> None:
 
 def test_an_attach_killed_mid_view_never_disturbs_the_daemon(runs: Path) -> None:
     assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
-    submitted = mw(
-        "serve-learn",
-        "submit",
-        "synthetic_l1",
-        "--runs",
-        str(runs),
-        "--tag",
-        "b",
-        "--train-split",
-        "36",
-    )
+    submitted = synthetic_campaign("submit", runs, "b", 36)
     assert submitted.returncode == 0, submitted.stderr
     for _ in range(3):  # attach, then vanish without a word
         viewer = subprocess.Popen(

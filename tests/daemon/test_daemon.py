@@ -29,7 +29,7 @@ from mw_actors.daemon import (
     subscribe,
 )
 from mw_errors import ConfigError, DaemonError
-from tests.processes import mw
+from tests.processes import mw, synthetic_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
@@ -75,17 +75,7 @@ def test_start_submit_status_stop(runs: Path) -> None:
     home = DaemonPaths(runs).home
     assert home.stat().st_mode & 0o777 == 0o700
     assert DaemonPaths(runs).socket.stat().st_mode & 0o777 == 0o600
-    submitted = mw(
-        "serve-learn",
-        "submit",
-        "synthetic_l1",
-        "--runs",
-        str(runs),
-        "--tag",
-        "s",
-        "--train-split",
-        "24",
-    )
+    submitted = synthetic_campaign("submit", runs, "s", 24)
     assert submitted.returncode == 0, submitted.stderr
     # While it runs, the daemon reports each actor's mailbox depth, live.
     deadline = time.monotonic() + 60
@@ -356,17 +346,7 @@ def test_cancel_then_resume_over_the_control_socket(runs: Path) -> None:
     from mw_actors.daemon import Cancel, Resume
 
     assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
-    submitted = mw(
-        "serve-learn",
-        "submit",
-        "synthetic_l1",
-        "--runs",
-        str(runs),
-        "--tag",
-        "c",
-        "--train-split",
-        "48",
-    )
+    submitted = synthetic_campaign("submit", runs, "c", 48)
     assert submitted.returncode == 0, submitted.stderr
 
     async def control() -> tuple[Any, Any]:

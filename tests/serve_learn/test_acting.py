@@ -27,7 +27,7 @@ from mw_actors.provider import (
 )
 from mw_actors.serve_learn import read_evaluators, read_scenario
 from mw_actors.serve_learn._acting import Budget, SyntheticEnvironment, run_episode, score_line
-from mw_actors.serve_learn._synthetic import MANUAL, hidden_policy, write_synthetic
+from mw_actors.serve_learn._synthetic import MANUAL, hidden_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -63,11 +63,6 @@ async def host(tmp_path: Path, engine: Any) -> AsyncIterator[httpx.AsyncClient]:
         tg.cancel_scope.cancel()
 
 
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_synthetic(tmp_path_factory.mktemp("dataset"))
-
-
 def _episode_parts(dataset: Path, index: int) -> tuple[Any, SyntheticEnvironment, str]:
     scenario = read_scenario(dataset, "synthetic_l1")
     env_dir = dataset / "environments" / "synthetic_l1"
@@ -80,9 +75,9 @@ def _episode_parts(dataset: Path, index: int) -> tuple[Any, SyntheticEnvironment
 
 
 async def test_the_host_follows_the_world_model_and_reasoning_rides_along(
-    synthetic: Path, tmp_path: Path
+    dataset: Path, tmp_path: Path
 ) -> None:
-    task, env, system = _episode_parts(synthetic, 0)
+    task, env, system = _episode_parts(dataset, 0)
     engine = Recording(SyntheticHost())
     asked: list[str] = []
 
@@ -111,11 +106,11 @@ async def test_the_host_follows_the_world_model_and_reasoning_rides_along(
 
 
 async def test_without_a_world_model_the_host_follows_the_manual(
-    synthetic: Path, tmp_path: Path
+    dataset: Path, tmp_path: Path
 ) -> None:
-    scenario = read_scenario(synthetic, "synthetic_l1")
+    scenario = read_scenario(dataset, "synthetic_l1")
     index = next(i for i, t in enumerate(scenario.serving) if t.category == "hidden")
-    task, env, system = _episode_parts(synthetic, index)
+    task, env, system = _episode_parts(dataset, index)
     async with host(tmp_path, SyntheticHost()) as client:
         episode = await run_episode(
             client, model="local/scripted", system_prompt=system, task=task, env=env
@@ -125,8 +120,8 @@ async def test_without_a_world_model_the_host_follows_the_manual(
     assert episode.reward == 0.0 and score_line(episode.reward) == "Score: 0/100."
 
 
-async def test_one_call_per_turn_and_a_corrective_message(synthetic: Path, tmp_path: Path) -> None:
-    task, env, system = _episode_parts(synthetic, 1)
+async def test_one_call_per_turn_and_a_corrective_message(dataset: Path, tmp_path: Path) -> None:
+    task, env, system = _episode_parts(dataset, 1)
     script = [
         Reply(tool_calls=[ToolCall("get_case", {"case_id": "x"}), ToolCall("finish", {})]),
         Reply(content="hmm"),
@@ -146,8 +141,8 @@ async def test_one_call_per_turn_and_a_corrective_message(synthetic: Path, tmp_p
     assert env.decisions == []
 
 
-async def test_the_tool_call_budget_ends_an_episode(synthetic: Path, tmp_path: Path) -> None:
-    task, env, system = _episode_parts(synthetic, 2)
+async def test_the_tool_call_budget_ends_an_episode(dataset: Path, tmp_path: Path) -> None:
+    task, env, system = _episode_parts(dataset, 2)
     engine = ScriptedEngine([Reply(tool_calls=[ToolCall("get_case", {"case_id": "x"})])])
     async with host(tmp_path, engine) as client:
         episode = await run_episode(
@@ -162,12 +157,12 @@ async def test_the_tool_call_budget_ends_an_episode(synthetic: Path, tmp_path: P
 
 
 async def test_no_evaluator_or_bulletin_text_reaches_the_model(
-    synthetic: Path, tmp_path: Path
+    dataset: Path, tmp_path: Path
 ) -> None:
     engine = Recording(SyntheticHost())
     async with host(tmp_path, engine) as client:
         for index in range(6):
-            task, env, system = _episode_parts(synthetic, index)
+            task, env, system = _episode_parts(dataset, index)
             await run_episode(
                 client,
                 model="local/scripted",

@@ -27,7 +27,6 @@ from mw_actors.serve_learn import (
     read_scenario,
     run_campaign,
     score_file,
-    write_synthetic,
 )
 from mw_actors.serve_learn._methods import MwmLocal
 from mw_actors.serve_learn._records import BlockLearned, CampaignEnded
@@ -37,11 +36,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_synthetic(tmp_path_factory.mktemp("dataset"))
 
 
 def _rows(results: Path) -> list[dict[str, Any]]:

@@ -19,14 +19,14 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**env, "MW_RUNS": str(tmp_path), "MW_FRAMEWORK_PYTHON": sys.executable, **extra}
 
 
-def test_without_the_default_models_key_it_stops_and_says_what_to_do(tmp_path: Path) -> None:
-    done = subprocess.run(
-        ["bash", str(LAUNCH), "synthetic_l1"],
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        check=False,
+def launch(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(LAUNCH), *args], env=env, capture_output=True, text=True, check=False
     )
+
+
+def test_without_the_default_models_key_it_stops_and_says_what_to_do(tmp_path: Path) -> None:
+    done = launch("synthetic_l1", env=_env(tmp_path))
     assert done.returncode == 2
     assert "FIREWORKS_API_KEY is not set" in done.stderr
     assert "MW_MODEL=local/scripted" in done.stderr
@@ -36,13 +36,7 @@ def test_without_the_default_models_key_it_stops_and_says_what_to_do(tmp_path: P
 @pytest.mark.timeout(120)
 def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -> None:
     env = _env(tmp_path, MW_MODEL="local/scripted", MW_TRAIN_SPLIT="24", MW_TAG="bg")
-    done = subprocess.run(
-        ["bash", str(LAUNCH), "synthetic_l1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = launch("synthetic_l1", env=env)
     assert done.returncode == 0, done.stderr
     assert "started in the background" in done.stdout
     results = tmp_path / "bg" / "task" / "results" / "synthetic_l1_mwm.jsonl"
@@ -52,13 +46,7 @@ def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -
         time.sleep(0.2)
     time.sleep(0.5)
     assert "window 0 on v2" in (tmp_path / "bg" / "test.log").read_text()
-    manual = subprocess.run(
-        ["bash", str(LAUNCH), "synthetic_l1", "test"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    manual = launch("synthetic_l1", "test", env=env)
     assert manual.returncode == 0, manual.stderr
     assert "window 0: tested now" in manual.stdout
     assert (tmp_path / "bg" / "manual" / "task" / "results" / "synthetic_l1_mwm.jsonl").exists()
@@ -81,13 +69,7 @@ def test_with_a_daemon_running_the_launcher_submits_to_it(tmp_path: Path) -> Non
         )
         assert started.returncode == 0, started.stderr
         env = _env(runs, MW_MODEL="local/scripted", MW_TRAIN_SPLIT="12", MW_TAG="viad")
-        done = subprocess.run(
-            ["bash", str(LAUNCH), "synthetic_l1"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = launch("synthetic_l1", env=env)
         assert done.returncode == 0, done.stderr
         assert "submitted viad to the daemon" in done.stdout
         deadline = time.monotonic() + 100

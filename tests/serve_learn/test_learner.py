@@ -25,16 +25,10 @@ from mw_actors.serve_learn import (
     CampaignSpec,
     run_campaign,
     score_file,
-    write_synthetic,
 )
 from mw_actors.serve_learn._learner import LearnerEndpoint, evidence_text, run_learner_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_synthetic(tmp_path_factory.mktemp("dataset"))
 
 
 async def test_an_mwm_campaign_learns_through_its_own_metered_learner(

@@ -17,7 +17,6 @@ from mw_actors.serve_learn import (
     CampaignSpec,
     run_campaign,
     run_manual_tests,
-    write_synthetic,
 )
 from mw_actors.serve_learn._records import BlockLearned, CampaignEnded
 from mw_errors import ConfigError
@@ -25,11 +24,6 @@ from tests.processes import ROOT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_synthetic(tmp_path_factory.mktemp("dataset"))
 
 
 def rows(path: Path) -> dict[str, dict[str, Any]]:
