@@ -174,26 +174,40 @@ def _provider(args: argparse.Namespace) -> int:
         Provider,
         ScriptedEngine,
         SmolLM2Engine,
+        SyntheticHost,
+        SyntheticLearner,
         serve_provider,
     )
 
     engine: Engine
+    if args.script and args.engine != "scripted":
+        raise ConfigError("--script is for the scripted engine", hint="drop --script")
     if args.engine == "scripted":
         engine = ScriptedEngine.from_file(args.script) if args.script else ScriptedEngine()
+    elif args.engine == "synthetic-host":
+        engine = SyntheticHost()
+    elif args.engine == "synthetic-learner":
+        engine = SyntheticLearner()
     elif args.engine == "smollm2":
-        if args.script:
-            raise ConfigError("--script is for the scripted engine", hint="drop --script")
         engine = SmolLM2Engine.load(
             Path(args.model_dir) if args.model_dir else _smollm2_cache(),
             max_new_tokens=args.max_new_tokens,
         )
     else:
         raise ConfigError(f"unknown engine {args.engine!r}", hint="use scripted or smollm2")
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ConfigError(
+                f"{args.api_key_env} is not set; --api-key-env names the key this provider expects",
+                hint=f"export {args.api_key_env}=..., or drop --api-key-env",
+            )
     faults = FaultPlan.from_file(args.faults) if args.faults else FaultPlan()
     if args.latency:
         latency = msgspec.structs.replace(faults.latency, **_latency(args.latency))
         faults = msgspec.structs.replace(faults, latency=Latency(**msgspec.structs.asdict(latency)))
-    serve = partial(serve_provider, Provider(engine, faults), port=args.port)
+    serve = partial(serve_provider, Provider(engine, faults, api_key=api_key), port=args.port)
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
     return 0
 
@@ -305,32 +319,82 @@ def _provider_latency(spec: str | None) -> Any:
     return Latency(**_latency(spec)) if spec else None
 
 
+def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """A campaign's settings: a flag, else the environment, else --config, else the default.
+
+    Every remote model's endpoint is resolved and its key read here: only ``bin/``
+    reads the environment, and the key goes nowhere but the spec's memory.
+    """
+    from mw_actors.serve_learn import LaunchConfig, load_launch_config, resolve_endpoint
+
+    config = load_launch_config(Path(args.config)) if args.config else LaunchConfig(source="")
+    if config.scenario is not None and config.scenario != args.scenario:
+        raise ConfigError(
+            f"launch config {config.source} is for {config.scenario}, not {args.scenario}",
+            hint="pass the scenario's own config, or none",
+        )
+    method = getattr(args, "method", None) or config.method or "mwm-local"
+    model = (
+        args.model
+        or os.environ.get("MW_MODEL")
+        or os.environ.get("MW_HOST_MODEL")
+        or config.host_model
+        or "local/scripted"
+    )
+    learner_model = os.environ.get("MW_EVOLVER_MODEL") or config.learner_model or "local/scripted"
+    split = _train_split(args.train_split)
+    settings: dict[str, Any] = {
+        "method": method,
+        "model": model,
+        "learner_model": learner_model,
+        "train_split": split if split is not None else config.train_split,
+        "concurrency": args.concurrency or config.concurrency or 4,
+        "allocation_usd": _allocation(args.allocation or config.allocation_usd or "5"),
+        "waiter": getattr(args, "waiter", None) or config.waiter or "pipelined",
+        "latency": _provider_latency(args.provider_latency),
+        "prices": config.prices,
+    }
+    endpoints, secrets = {}, {}
+    for name in dict.fromkeys([model, learner_model] if method == "mwm" else [model]):
+        endpoint = resolve_endpoint(name, config.backends, os.environ)
+        if endpoint is not None:
+            endpoints[name] = endpoint
+            if endpoint.api_key_env:
+                secrets[endpoint.api_key_env] = os.environ[endpoint.api_key_env]
+    settings["endpoints"], settings["secrets"] = endpoints, secrets
+    return settings
+
+
 def _serve_learn_run(args: argparse.Namespace) -> int:
     import time
 
     import anyio
 
-    from mw_actors.serve_learn import CampaignSpec, run_campaign, score_file
+    from mw_actors.serve_learn import CampaignSpec, check_campaign, run_campaign, score_file
 
     runs = _runs_dir(args.runs)
     tag = args.tag or os.environ.get("MW_TAG") or time.strftime(f"{args.scenario}-%Y%m%d-%H%M%S")
-    allocation = _allocation(args.allocation)
+    settings = _campaign_settings(args)  # before anything is written
     spec = CampaignSpec(
         tag=tag,
         scenario=args.scenario,
         dataset=_dataset(args.dataset, args.scenario, runs),
         runs=runs,
-        method=args.method,
-        model=args.model or os.environ.get("MW_MODEL") or "local/scripted",
-        train_split=_train_split(args.train_split),
-        concurrency=args.concurrency,
-        allocation_usd=allocation,
-        waiter=args.waiter,
         resume=args.resume,
-        latency=_provider_latency(args.provider_latency),
         wm_port=_wm_port(),
-        learner_model=os.environ.get("MW_EVOLVER_MODEL") or "local/scripted",
+        **settings,
     )
+    if args.check:
+        schedule = check_campaign(spec)
+        print(
+            f"{spec.scenario}: {schedule.serving_total} serving and {schedule.test_total} test "
+            f"cases; method {spec.method}, host {spec.model}"
+            + (f", learner {spec.learner_model}" if spec.method == "mwm" else "")
+        )
+        for name, endpoint in sorted(spec.endpoints.items()):
+            key = f", key from {endpoint.api_key_env}" if endpoint.api_key_env else ""
+            print(f"  {name}: {endpoint.base_url} as {endpoint.wire_model}{key}")
+        return 0
     run = anyio.run(run_campaign, spec)
     score = score_file(run.results)
     print(f"run directory: {run.root}")
@@ -348,16 +412,12 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
     tag = args.tag or os.environ.get("MW_TAG")
     if not tag:
         raise ConfigError("which campaign? no --tag and no MW_TAG", hint="pass --tag TAG")
-    allocation = _allocation(args.allocation)
     spec = CampaignSpec(
         tag=tag,
         scenario=args.scenario,
         dataset=_dataset(args.dataset, args.scenario, runs),
         runs=runs,
-        train_split=_train_split(args.train_split),
-        concurrency=args.concurrency,
-        allocation_usd=allocation,
-        latency=_provider_latency(args.provider_latency),
+        **_campaign_settings(args),
     )
     report = anyio.run(run_manual_tests, spec)
     for window in report.tested:
@@ -442,7 +502,10 @@ def _daemon_run(args: argparse.Namespace) -> int:
 
     from mw_actors.daemon import Daemon, DaemonOptions
 
-    daemon = Daemon(_runs_dir(args.runs), DaemonOptions(editing=_editing_options()))
+    daemon = Daemon(
+        _runs_dir(args.runs),
+        DaemonOptions(editing=_editing_options(), secret=os.environ.get),
+    )
 
     async def signals() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
@@ -571,21 +634,18 @@ def _serve_learn_submit(args: argparse.Namespace) -> int:
     from mw_actors.daemon import Submit
 
     runs = _runs_dir(args.runs)
+    import msgspec
+
     tag = args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}"
-    spec: dict[str, Any] = {
-        "scenario": args.scenario,
-        "method": args.method,
-        "model": args.model or os.environ.get("MW_MODEL") or "local/scripted",
-        "train_split": _train_split(args.train_split),
-        "concurrency": args.concurrency,
-        "allocation_usd": args.allocation,
-        "waiter": args.waiter,
-    }
+    settings = _campaign_settings(args)
+    secrets = settings.pop("secrets")  # in the daemon's memory only, never its registry
+    settings["allocation_usd"] = str(settings["allocation_usd"])
+    spec: dict[str, Any] = {"scenario": args.scenario, **msgspec.to_builtins(settings)}
+    if spec["latency"] is None:
+        del spec["latency"]
     if args.dataset:
         spec["dataset"] = str(Path(args.dataset).resolve())
-    if args.provider_latency:
-        spec["latency"] = _latency(args.provider_latency)
-    result = _daemon_request(runs, Submit(kind="serve-learn", tag=tag, spec=spec))
+    result = _daemon_request(runs, Submit(kind="serve-learn", tag=tag, spec=spec, secrets=secrets))
     print(f"submitted {result['tag']} to the daemon for {runs}; watch it: mw status {tag}")
     return 0
 
@@ -667,6 +727,38 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool = False) -> None:
+    """The options of ``serve-learn run``, ``submit`` and ``test``.
+
+    A flag overrides the environment, which overrides the launch config (--config).
+    """
+    parser.add_argument("scenario")
+    parser.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
+    parser.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    parser.add_argument("--tag", help=tag)
+    parser.add_argument("--config", help="a launch config (YAML): models, backends, prices")
+    parser.add_argument(
+        "--model", help="the host model, <backend>/<model id> (default $MW_MODEL, local/scripted)"
+    )
+    parser.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
+    parser.add_argument("--concurrency", type=int, help="episodes at once (default 4)")
+    parser.add_argument(
+        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
+    )
+    if manual:
+        parser.add_argument("--allocation", help="this test run's own allocation in USD (5)")
+        return
+    parser.add_argument("--allocation", help="the cumulative allocation in USD (default 5)")
+    parser.add_argument(
+        "--method", choices=["mwm-local", "mwm", "blind"], help="the method (default mwm-local)"
+    )
+    parser.add_argument(
+        "--waiter",
+        choices=["pipelined", "after_training", "window_by_window"],
+        help="when windows are tested (default pipelined)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log runtime events")
@@ -695,8 +787,19 @@ def _parser() -> argparse.ArgumentParser:
 
     provider = commands.add_parser("provider", help="a local OpenAI-compatible provider")
     provider.add_argument("--port", type=int, default=0)
-    provider.add_argument("--engine", default="scripted", choices=["scripted", "smollm2"])
+    provider.add_argument(
+        "--engine",
+        default="scripted",
+        choices=["scripted", "smollm2", "synthetic-host", "synthetic-learner"],
+        help="scripted (default), smollm2 (a real small model), or the synthetic scenario's "
+        "host or learner",
+    )
     provider.add_argument("--script", help="a JSON script for the scripted engine")
+    provider.add_argument(
+        "--api-key-env",
+        help="answer 401 unless a request carries the key this variable holds, as a hosted "
+        "provider does",
+    )
     provider.add_argument(
         "--model-dir",
         help="smollm2: the safetensors snapshot, imported there once if missing "
@@ -734,55 +837,23 @@ def _parser() -> argparse.ArgumentParser:
     plan.set_defaults(func=_plan)
 
     serve_run = serve_commands.add_parser("run", help="run (or --resume) a campaign")
-    serve_run.add_argument("scenario")
-    serve_run.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
-    serve_run.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
-    serve_run.add_argument("--tag", help="the run's name (default $MW_TAG, else scenario-time)")
-    serve_run.add_argument(
-        "--method", default="mwm-local", help="mwm-local (default), mwm (an LLM learner) or blind"
-    )
-    serve_run.add_argument("--model", help="the host model (default $MW_MODEL, local/scripted)")
-    serve_run.add_argument("--train-split", type=int, help="serve only this prefix")
-    serve_run.add_argument("--allocation", default="5", help="the cumulative allocation in USD")
-    serve_run.add_argument("--concurrency", type=int, default=4, help="episodes at once")
-    serve_run.add_argument("--waiter", choices=["pipelined", "after_training"], default="pipelined")
+    _campaign_options(serve_run, tag="the run's name (default $MW_TAG, else scenario-time)")
     serve_run.add_argument("--resume", action="store_true", help="continue from the journal")
     serve_run.add_argument(
-        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
+        "--check",
+        action="store_true",
+        help="check every setting (scenario, models, keys, prices, ports), start nothing",
     )
     serve_run.set_defaults(func=_serve_learn_run)
 
     submit = serve_commands.add_parser("submit", help="hand a campaign to the running daemon")
-    submit.add_argument("scenario")
-    submit.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
-    submit.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
-    submit.add_argument("--tag", help="the run's name (default $MW_TAG)")
-    submit.add_argument("--method", default="mwm-local")
-    submit.add_argument("--model", help="the host model (default $MW_MODEL, local/scripted)")
-    submit.add_argument("--train-split", type=int)
-    submit.add_argument("--allocation", default="5")
-    submit.add_argument("--concurrency", type=int, default=4)
-    submit.add_argument(
-        "--waiter", choices=["pipelined", "after_training", "window_by_window"], default="pipelined"
-    )
-    submit.add_argument(
-        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
-    )
+    _campaign_options(submit, tag="the run's name (default $MW_TAG)")
     submit.set_defaults(func=_serve_learn_submit)
 
     manual = serve_commands.add_parser(
         "test", help="manual test mode: test the windows whose checkpoint exists now"
     )
-    manual.add_argument("scenario")
-    manual.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
-    manual.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
-    manual.add_argument("--tag", help="the campaign to test (default $MW_TAG)")
-    manual.add_argument("--train-split", type=int, help="as the campaign was launched")
-    manual.add_argument("--allocation", default="5", help="this test run's own allocation in USD")
-    manual.add_argument("--concurrency", type=int, default=4, help="episodes at once")
-    manual.add_argument(
-        "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
-    )
+    _campaign_options(manual, tag="the campaign to test (default $MW_TAG)", manual=True)
     manual.set_defaults(func=_serve_learn_test)
 
     daemon = commands.add_parser("daemon", help="run campaigns in the background")

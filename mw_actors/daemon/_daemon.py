@@ -23,7 +23,7 @@ import json
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -76,6 +76,9 @@ class DaemonOptions:
 
     editing: Any = None  # CampaignOptions for weight-editing campaigns
     allowed_uid: int = field(default_factory=os.getuid)
+    # A provider key by its variable's name, from the daemon's own environment: used when
+    # a submission carries none (and for campaigns the daemon resumes after a restart).
+    secret: Callable[[str], str | None] = field(default=lambda name: None, repr=False)
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -321,7 +324,9 @@ class Daemon:
 
     async def _handle(self, request: Any) -> Any:
         if isinstance(request, Submit):
-            return self._submit(request.kind, request.tag, request.spec, resume=False)
+            return self._submit(
+                request.kind, request.tag, request.spec, resume=False, secrets=request.secrets
+            )
         if isinstance(request, ListCampaigns):
             return [self._status(tag) for tag in sorted(self._known())]
         if isinstance(request, Status):
@@ -392,14 +397,22 @@ class Daemon:
 
     # -- campaigns ----------------------------------------------------------------
 
-    def _submit(self, kind: str, tag: str, spec: dict[str, Any], *, resume: bool) -> dict[str, Any]:
+    def _submit(
+        self,
+        kind: str,
+        tag: str,
+        spec: dict[str, Any],
+        *,
+        resume: bool,
+        secrets: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         if tag in self.campaigns and not self.campaigns[tag].done.is_set():
             raise ConfigError(f"campaign {tag!r} is already running")
         if not resume and (self.runs / tag).exists():
             raise ConfigError(
                 f"run directory {self.runs / tag} already exists", hint="pick another tag"
             )
-        runner, allocation = self._runner(kind, tag, spec, resume)
+        runner, allocation = self._runner(kind, tag, spec, resume, secrets or {})
         entry = self.paths.registry / f"{tag}.json"
         entry.write_text(json.dumps({"kind": kind, "tag": tag, "spec": spec}, indent=1))
         campaign = _Campaign(kind, tag, spec)
@@ -416,7 +429,7 @@ class Daemon:
         return campaign.starting()
 
     def _runner(
-        self, kind: str, tag: str, spec: dict[str, Any], resume: bool
+        self, kind: str, tag: str, spec: dict[str, Any], resume: bool, secrets: Mapping[str, str]
     ) -> tuple[Callable[[], Any], str]:
         """What runs the campaign, and its allocation in USD."""
         if kind == "serve-learn":
@@ -442,6 +455,7 @@ class Daemon:
                     fields["latency"] = msgspec.convert(fields["latency"], Latency)
                 except (msgspec.ValidationError, ValueError) as exc:
                     raise ConfigError(f"spec latency: {exc}", hint="ttft=S,tps=N") from None
+            fields.update(self._remote(fields, secrets))
             campaign_spec = CampaignSpec(
                 tag=tag, dataset=dataset_dir, runs=self.runs, resume=resume, **fields
             )
@@ -459,6 +473,26 @@ class Daemon:
             allocation = str(loaded.allocation)
             return (lambda: run_editing(loaded, self.runs / tag, editing)), allocation
         raise ConfigError(f"unknown campaign kind {kind!r}; use serve-learn or editing")
+
+    def _remote(self, fields: dict[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:
+        """The spec's remote endpoints and prices, decoded, and the keys they name."""
+        import meters
+
+        from ..serve_learn import Endpoint
+
+        try:
+            endpoints = msgspec.convert(fields.get("endpoints", {}), dict[str, Endpoint])
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"spec endpoints: {exc}") from None
+        prices = fields.get("prices")
+        table = meters.parse_prices(msgspec.json.encode(prices), "spec prices") if prices else None
+        keys: dict[str, str] = {}
+        for endpoint in endpoints.values():
+            if endpoint.api_key_env:
+                key = secrets.get(endpoint.api_key_env) or self.options.secret(endpoint.api_key_env)
+                if key:
+                    keys[endpoint.api_key_env] = key
+        return {"endpoints": endpoints, "prices": table, "secrets": keys}
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:
         try:

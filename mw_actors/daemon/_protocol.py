@@ -59,7 +59,12 @@ class Refused(msgspec.Struct, frozen=True, tag=True):
 class Submit(msgspec.Struct, frozen=True, tag=True):
     kind: Literal["serve-learn", "editing"]
     tag: str
-    spec: dict[str, Any]
+    spec: dict[str, Any]  # written to the daemon's registry: never a key
+    # Provider keys by variable name, held in the daemon's memory for this campaign only.
+    secrets: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"Submit(kind={self.kind!r}, tag={self.tag!r}, spec={self.spec!r})"
 
 
 class ListCampaigns(msgspec.Struct, frozen=True, tag=True):

@@ -45,8 +45,16 @@ class Provider:
         engine: Engine | None = None,
         faults: FaultPlan | None = None,
         tokens: Tokens | None = None,
+        *,
+        api_key: str | None = None,
     ) -> None:
+        """One provider; ``api_key`` makes it a hosted provider's twin.
+
+        With ``api_key``, a request without ``Authorization: Bearer <api_key>`` gets 401,
+        as a hosted provider answers one: the meter must inject the key.
+        """
         self.engine: Engine = engine or ScriptedEngine()
+        self._authorization = f"Bearer {api_key}" if api_key else None
         self.faults = faults or FaultPlan()
         self.tokens = tokens or smollm2_tokens()
         self._numbers = itertools.count()
@@ -63,6 +71,11 @@ class Provider:
         )
 
     async def __call__(self, request: Request) -> Response:
+        if self._authorization and request.header("authorization") != self._authorization:
+            self._by_fault["unauthorized"] = self._by_fault.get("unauthorized", 0) + 1
+            return openai_error(
+                401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided"
+            )
         if request.method == "GET" and request.path == "/v1/models":
             model = {"id": f"local/{self.engine.name}", "object": "model", "owned_by": "mw"}
             body = {"object": "list", "data": [model]}

@@ -7,7 +7,16 @@ campaign as supervised actors, and the scorer (``mw score``, as ``slb score``
 computes it). See docs/design/serve_learn.md.
 """
 
-from ._campaign import CampaignSpec, RunDir, run_campaign, write_outputs
+from ._backends import BUILTIN_BACKENDS, Backend, Endpoint, resolve_endpoint, split_model
+from ._campaign import (
+    LOCAL_MODELS,
+    CampaignSpec,
+    RunDir,
+    check_campaign,
+    run_campaign,
+    write_outputs,
+)
+from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
 from ._records import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
@@ -18,13 +27,18 @@ from ._synthetic import write_synthetic
 
 __all__ = [
     "BLOCK_SIZE",
+    "BUILTIN_BACKENDS",
+    "LOCAL_MODELS",
     "METHODS",
     "OFFICIAL_SCENARIOS",
     "SERVE_LEARN_RECORDS",
     "Averages",
+    "Backend",
     "CampaignSpec",
+    "Endpoint",
     "EpisodeEnded",
     "EpisodeStarted",
+    "LaunchConfig",
     "ManualReport",
     "Plan",
     "RunDir",
@@ -34,13 +48,17 @@ __all__ = [
     "Window",
     "WindowPlan",
     "averages",
+    "check_campaign",
+    "load_launch_config",
     "make_method",
     "plan",
     "read_evaluators",
     "read_scenario",
+    "resolve_endpoint",
     "run_campaign",
     "run_manual_tests",
     "score_file",
+    "split_model",
     "write_outputs",
     "write_synthetic",
 ]

@@ -23,8 +23,8 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import httpx
+import msgspec
 import structlog
 
 import meters
@@ -55,6 +56,7 @@ from ..provider import (
     serve_provider,
 )
 from ._acting import SyntheticEnvironment, run_episode, score_line
+from ._backends import Endpoint, split_model, wire_prices
 from ._learner import LearnerEndpoint
 from ._methods import Method, Mwm, make_method
 from ._records import (
@@ -69,9 +71,12 @@ from ._records import (
 from ._scenario import Scenario, Task, read_evaluators, read_scenario
 from ._schedule import Plan, plan
 
-__all__ = ["CampaignSpec", "RunDir", "run_campaign", "write_outputs"]
+__all__ = ["CampaignSpec", "RunDir", "check_campaign", "run_campaign", "write_outputs"]
 
 log = structlog.get_logger("mw.serve_learn")
+# What the campaign's own provider plays: the host by the synthetic script, the learner
+# by the synthetic learner. Any other model is remote (see ._backends).
+LOCAL_MODELS = ("local/scripted",)
 RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
 
 
@@ -96,6 +101,16 @@ class CampaignSpec:
     learner_model: str = "local/scripted"  # the mwm learner's model (MW_EVOLVER_MODEL)
     resume: bool = False
     wm_port: int | None = None  # host meter on WM_PORT, learner's on WM_PORT+1; None: any free
+    # Remote models (any backend but local/), by the name the user gives, and their prices
+    # (meters' format, by that name). Keys, by variable name, live only in memory.
+    endpoints: Mapping[str, Endpoint] = field(default_factory=dict)
+    prices: meters.PriceTable | None = None
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def wire_model(self, model: str) -> str:
+        """The name sent upstream: the model id after the backend, or a local model whole."""
+        endpoint = self.endpoints.get(model)
+        return endpoint.wire_model if endpoint is not None else model
 
 
 class RunDir:
@@ -203,7 +218,7 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
             queued = time.perf_counter() - waiting
             episode = await run_episode(
                 shared.client,
-                model=shared.spec.model,
+                model=shared.spec.wire_model(shared.spec.model),
                 system_prompt=shared.system,
                 task=task,
                 env=env,
@@ -490,7 +505,16 @@ def check_ports(wm_port: int) -> None:
                 ) from None
 
 
-def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
+def check_campaign(spec: CampaignSpec) -> Plan:
+    """Everything :func:`run_campaign` checks before it starts, starting nothing.
+
+    Raises:
+        ConfigError: as :func:`run_campaign`.
+    """
+    return _checked(spec)[1]
+
+
+def _checked(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     scenario, schedule = _prepare_scenario(spec)
     run = RunDir(spec.runs, spec.tag, spec.scenario)
     if run.root.exists() and not spec.resume:
@@ -502,6 +526,12 @@ def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
         raise ConfigError(f"{run.root} has no campaign to resume")
     if spec.wm_port is not None:
         check_ports(spec.wm_port)
+    return scenario, schedule
+
+
+def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
+    scenario, schedule = _checked(spec)
+    run = RunDir(spec.runs, spec.tag, spec.scenario)
     for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
         path.mkdir(parents=True, exist_ok=True)
     return run, scenario, schedule
@@ -518,38 +548,97 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
             hint="install the servelearnbench package (Python >= 3.12) when it is wired in; "
             "offline, use synthetic_l1",
         )
-    if not spec.model.startswith("local/"):
-        raise ConfigError(
-            f"model {spec.model!r}: only local/... models run offline in this build",
-            hint="use MW_MODEL=local/scripted",
-        )
-    if spec.method == "mwm" and not spec.learner_model.startswith("local/"):
-        raise ConfigError(
-            f"learner model {spec.learner_model!r}: only local/... models run offline here",
-            hint="unset MW_EVOLVER_MODEL, or set it to local/scripted",
-        )
+    for model in [spec.model] + ([spec.learner_model] if spec.method == "mwm" else []):
+        _check_model(spec, model)
     return scenario, schedule
 
 
-def host_provider(spec: CampaignSpec) -> Provider:
-    """The local provider playing the host, at the spec's emulated latency."""
-    return Provider(
-        SyntheticHost(), FaultPlan(latency=spec.latency) if spec.latency else FaultPlan()
-    )
+def _check_model(spec: CampaignSpec, model: str) -> None:
+    """A model this campaign can reach: local, or a resolved, priced remote endpoint."""
+    backend, _ = split_model(model)
+    if backend == "local":
+        if model not in LOCAL_MODELS:
+            raise ConfigError(
+                f"model {model!r}: the local provider serves {', '.join(LOCAL_MODELS)}",
+                hint="use MW_MODEL=local/scripted",
+            )
+        return
+    endpoint = spec.endpoints.get(model)
+    if endpoint is None:
+        raise ConfigError(
+            f"model {model!r} is served by {backend}, whose endpoint this campaign was not given",
+            hint="name it in the launch config (--config) or run offline with "
+            "MW_MODEL=local/scripted",
+        )
+    wire_prices(spec.prices, endpoint)
+    if endpoint.api_key_env and not spec.secrets.get(endpoint.api_key_env):
+        raise ConfigError(
+            f"{endpoint.api_key_env} is not set; model {model!r} needs it",
+            hint=f"export {endpoint.api_key_env}=... (the wire meter injects it)",
+        )
 
 
-def meter_config(
-    spec: CampaignSpec, role: Literal["host", "learner"], provider_port: int, ledger_dir: Path
-) -> meters.MeterConfig:
-    """A campaign's meter in front of a local provider, drawing on its allocation.
+async def probe_endpoints(spec: CampaignSpec, models: list[str]) -> None:
+    """Ask each remote endpoint for its models with its key, before anything is spent.
 
-    The learner's adapts Responses to the provider's Chat.
+    A refused key would otherwise fail every episode of the campaign, each attempted
+    once. Listing models costs no tokens, so it goes straight to the endpoint.
+
+    Raises:
+        ConfigError: the endpoint cannot be reached, or refuses the key.
     """
+    for model in dict.fromkeys(models):
+        endpoint = spec.endpoints.get(model)
+        if endpoint is None:
+            continue
+        key = spec.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            try:
+                answer = await client.get(f"{endpoint.base_url}/models", headers=headers)
+            except httpx.HTTPError as exc:
+                raise ConfigError(
+                    f"cannot reach {endpoint.base_url} for {model!r}: {exc or type(exc).__name__}",
+                    hint="check its URL (the launch config's backends, VLLM_BASE_URL) and "
+                    "that the server runs",
+                ) from None
+        if answer.status_code in (401, 403):
+            raise ConfigError(
+                f"{endpoint.base_url} refused the key in {endpoint.api_key_env} for {model!r} "
+                f"(HTTP {answer.status_code})",
+                hint=f"check the key in {endpoint.api_key_env}; nothing was spent",
+            )
+
+
+async def start_upstream(
+    spec: CampaignSpec,
+    role: Literal["host", "learner"],
+    ledger_dir: Path,
+    services: anyio.abc.TaskGroup,
+) -> meters.MeterConfig:
+    """The config of ``role``'s meter, in front of its model's endpoint.
+
+    A local model gets its own provider on loopback, started in ``services`` (the
+    host's at the spec's emulated latency). A remote one is reached at its URL with
+    its key injected by the meter. The learner's meter adapts Responses to Chat.
+    """
+    model = spec.model if role == "host" else spec.learner_model
+    endpoint = spec.endpoints.get(model)
+    api_key = None
+    if endpoint is None:
+        engine = SyntheticHost() if role == "host" else SyntheticLearner()
+        latency = FaultPlan(latency=spec.latency) if spec.latency and role == "host" else None
+        port = await services.start(serve_provider, Provider(engine, latency))
+        upstream, prices = f"http://127.0.0.1:{port}/v1", meters.load_prices(LOCAL_PRICES)
+    else:
+        upstream, prices = endpoint.base_url, wire_prices(spec.prices, endpoint)
+        api_key = spec.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
     return meters.MeterConfig(
         role=role,
-        upstream=f"http://127.0.0.1:{provider_port}/v1",
-        prices=meters.load_prices(LOCAL_PRICES),
+        upstream=upstream,
+        prices=prices,
         ledger_dir=ledger_dir,
+        api_key=api_key,
         allocation_usd=spec.allocation_usd,
         adapt_responses=role == "learner",
     )
@@ -564,14 +653,13 @@ async def _start_learner(
     method: Mwm,
 ) -> int:
     """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
-    provider_port = await services.start(serve_provider, Provider(SyntheticLearner()))
-    config = meter_config(spec, "learner", provider_port, run.root / "learner")
+    config = await start_upstream(spec, "learner", run.root / "learner", services)
     port = spec.wm_port + 1 if spec.wm_port is not None else 0
     bound: int = await metering.start(
         partial(meters.serve_meter, config, port=port, reserver=reserver)
     )
     method.endpoint = LearnerEndpoint(
-        f"http://127.0.0.1:{bound}/v1", spec.learner_model, config.prices
+        f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )
     return bound
 
@@ -597,6 +685,13 @@ def _stamp(
                         "host_meter": f"127.0.0.1:{meter_port}",
                         "learner_meter": f"127.0.0.1:{learner_port}" if learner_port else None,
                         "learner_model": spec.learner_model if learner_port else None,
+                        # where remote models are served and which variable holds each key
+                        # (never the key); their prices' date
+                        "endpoints": {
+                            name: msgspec.to_builtins(endpoint)
+                            for name, endpoint in sorted(spec.endpoints.items())
+                        },
+                        "remote_prices_date": spec.prices.date if spec.prices else None,
                         "allocation_usd": str(spec.allocation_usd),
                         "versions": versions,
                         "resumed": spec.resume,
@@ -615,6 +710,10 @@ async def run_campaign(
     Raises:
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
+    check_campaign(spec)
+    await probe_endpoints(
+        spec, [spec.model, spec.learner_model] if spec.method == "mwm" else [spec.model]
+    )
     run, scenario, schedule = _prepare(spec)
     with campaign_lock(run.root):
         return await _run(spec, run, scenario, schedule, on_started)
@@ -629,13 +728,12 @@ async def _run(
 ) -> RunDir:
     shared = Shared(spec, run, scenario, schedule)
     interrupted = _restore(shared)
-    provider = host_provider(spec)
     # The reserver settles what the host meter already wrote down but did not settle;
     # the meter then writes off, as `lost`, what it left in flight (see docs/design/meters.md).
     ledger_path = run.root / "ledger.jsonl"
     ledger = meters.read_ledger(ledger_path) if ledger_path.exists() else []
     async with anyio.create_task_group() as services:
-        provider_port = await services.start(serve_provider, provider)
+        config = await start_upstream(spec, "host", run.root, services)
         async with open_runtime(
             journal=run.journal,
             record_types=RECORDS,
@@ -675,7 +773,6 @@ async def _run(
                     )
                 )
             reserver = await rt.root.child("reserver")
-            config = meter_config(spec, "host", provider_port, run.root)
             # The meter lives inside the runtime: stopping it waits for every in-flight
             # attempt to write its line and settle with the reserver, before the end.
             async with anyio.create_task_group() as metering:
@@ -789,7 +886,8 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
     # also kept at the run's root, where DESIGN.md's table puts it.
     learner_path = run.root / "learner" / "ledger.jsonl"
     learner_lines = meters.read_ledger(learner_path) if learner_path.exists() else []
-    prices_date = meters.load_prices(LOCAL_PRICES).date
+    remote = spec.prices if spec.learner_model in spec.endpoints else None
+    prices_date = (remote or meters.load_prices(LOCAL_PRICES)).date
     summary = meters.summarize(
         learner_lines, "learner", allocation_usd=spec.allocation_usd, prices_date=prices_date
     )

@@ -25,18 +25,18 @@ from mw_errors import ConfigError
 
 from .._core._journal import Journal, open_journal, read_journal
 from .._lock import campaign_lock
-from ..provider import serve_provider
 from ._campaign import (
     RECORDS,
     CampaignSpec,
     RunDir,
     Shared,
     Versions,
+    _check_model,
     _episode,
     _prepare_scenario,
     ended_unknown,
-    host_provider,
-    meter_config,
+    probe_endpoints,
+    start_upstream,
     write_outputs,
 )
 from ._records import BlockLearned, CampaignStarted, EpisodeEnded, EpisodeStarted
@@ -74,6 +74,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         )
     # Test what the campaign learned, the way it learned it.
     spec = dataclasses.replace(spec, method=began.method, model=began.model)
+    _check_model(spec, spec.model)
     manual = RunDir(campaign.root, "manual", spec.scenario)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
@@ -106,13 +107,12 @@ async def _test_ready_windows(
     shared: Shared, journal: Journal
 ) -> tuple[list[int], list[int], list[int]]:
     spec = shared.spec
-    provider = host_provider(spec)
+    await probe_endpoints(spec, [spec.model])
     tested: list[int] = []
     skipped: list[int] = []
     earlier: list[int] = []
     async with anyio.create_task_group() as services:
-        provider_port = await services.start(serve_provider, provider)
-        config = meter_config(spec, "host", provider_port, shared.run.root)
+        config = await start_upstream(spec, "host", shared.run.root, services)
         async with anyio.create_task_group() as metering:
             meter_port = await metering.start(partial(meters.serve_meter, config))
             async with httpx.AsyncClient(
