@@ -362,7 +362,28 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
             if endpoint.api_key_env:
                 secrets[endpoint.api_key_env] = os.environ[endpoint.api_key_env]
     settings["endpoints"], settings["secrets"] = endpoints, secrets
+    settings.update(_learner_backend(args, config))
     return settings
+
+
+def _learner_backend(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+    """Mwm's learner session: a flag, $MW_LEARNER_BACKEND, the config, else Codex if on PATH."""
+    import shutil
+
+    from mw_actors.serve_learn import find_codex
+
+    codex = find_codex(shutil.which("codex"))
+    chosen = (
+        getattr(args, "learner_backend", None)
+        or os.environ.get("MW_LEARNER_BACKEND")
+        or config.learner_backend
+        or ("codex" if codex is not None else "builtin")
+    )
+    if chosen not in ("builtin", "codex"):
+        raise ConfigError(
+            f"MW_LEARNER_BACKEND={chosen!r} is not a learner backend", hint="use builtin or codex"
+        )
+    return {"learner_backend": chosen, "codex": codex}
 
 
 def _serve_learn_run(args: argparse.Namespace) -> int:
@@ -756,6 +777,12 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         "--waiter",
         choices=["pipelined", "after_training", "window_by_window"],
         help="when windows are tested (default pipelined)",
+    )
+    parser.add_argument(
+        "--learner-backend",
+        choices=["builtin", "codex"],
+        help="mwm's learner session: the built-in loop, or Codex CLI in the sandbox "
+        "(default $MW_LEARNER_BACKEND, else codex when it is on PATH)",
     )
 
 

@@ -20,6 +20,7 @@ from mw_errors import (
 
 from ._backends import BACKENDS, BwrapSandbox, LocalTrustedSandbox, find_bwrap, open_sandbox
 from ._contract import SCHEMA_VERSION, Artifact, ExecResult, Limits, Sandbox, SandboxConfig
+from ._forward import Forward
 from ._selftest import SelfTestReport, self_test
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Artifact",
     "BwrapSandbox",
     "ExecResult",
+    "Forward",
     "Limits",
     "LocalTrustedSandbox",
     "OutputLimitExceeded",

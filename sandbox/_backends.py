@@ -11,6 +11,7 @@ sandbox uid in a user namespace.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ from typing import ClassVar
 from mw_errors import ConfigError, SandboxUnavailable
 
 from ._contract import ExecResult, Limits, Sandbox, SandboxConfig
+from ._forward import Forward, forwarding
 from ._run import RawRun, limit_argv, limits_hit, run_tree
 from ._seccomp import seccomp_program
 
@@ -111,17 +113,25 @@ class LocalTrustedSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         limits: Limits | None = None,
+        forward: Forward | None = None,
     ) -> ExecResult:
         limits = limits or self.config.limits
         full_env = {**_BASE_ENV, "HOME": str(self.scratch), **(env or {})}
-        run = await run_tree(
-            [*limit_argv(limits), *(self._map_path(a) for a in argv)],
-            input=input,
-            env=full_env,
-            cwd=self._map_path(cwd),
-            timeout=timeout or limits.wall_seconds,
-            output_bytes=limits.output_bytes,
-        )
+        words = [self._map_path(a) for a in argv]
+        async with contextlib.AsyncExitStack() as stack:
+            fds: tuple[int, ...] = ()
+            if forward is not None:
+                fd, relay = await stack.enter_async_context(forwarding(forward, sys.executable))
+                words, fds = [*relay, *words], (fd,)
+            run = await run_tree(
+                [*limit_argv(limits), *words],
+                input=input,
+                env=full_env,
+                cwd=self._map_path(cwd),
+                timeout=timeout or limits.wall_seconds,
+                output_bytes=limits.output_bytes,
+                pass_fds=fds,
+            )
         return _result(run, self.backend, self.isolated, bwrap_codes=False)
 
 
@@ -183,6 +193,15 @@ class BwrapSandbox(Sandbox):
                     made.add(str(parent))
                     args += ["--perms", "0711", "--dir", str(parent)]
             args += ["--ro-bind", prefix, prefix]
+        for bound in self.config.binds:
+            path = os.path.realpath(bound)
+            if path == "/usr" or path.startswith("/usr/"):
+                continue  # already visible
+            for parent in reversed(Path(path).parents[:-1]):
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args += ["--perms", "0711", "--dir", str(parent)]
+            args += ["--ro-bind", path, path]
         args += ["--bind", str(self.scratch), "/scratch", "--perms", "0755", "--dir", "/inputs"]
         if self.inputs:
             args += ["--perms", "0755", "--dir", "/scratch/inputs"]
@@ -246,6 +265,7 @@ class BwrapSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         limits: Limits | None = None,
+        forward: Forward | None = None,
     ) -> ExecResult:
         if self.bwrap is None:
             raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
@@ -256,15 +276,25 @@ class BwrapSandbox(Sandbox):
             os.write(seccomp_fd, self.seccomp)
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
-            run = await run_tree(
-                self._argv(argv, cwd, env or {}, limits, seccomp_fd),
-                input=input,
-                env={"PATH": "/usr/bin:/bin"},
-                cwd=None,
-                timeout=timeout or limits.wall_seconds,
-                output_bytes=limits.output_bytes,
-                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
-            )
+            async with contextlib.AsyncExitStack() as stack:
+                fds: tuple[int, ...] = () if seccomp_fd is None else (seccomp_fd,)
+                if forward is not None:
+                    python = (
+                        sys.executable
+                        if self.config.python is None
+                        else str(Path(self.config.python) / "bin" / "python3")
+                    )
+                    fd, relay = await stack.enter_async_context(forwarding(forward, python))
+                    argv, fds = [*relay, *argv], (*fds, fd)
+                run = await run_tree(
+                    self._argv(argv, cwd, env or {}, limits, seccomp_fd),
+                    input=input,
+                    env={"PATH": "/usr/bin:/bin"},
+                    cwd=None,
+                    timeout=timeout or limits.wall_seconds,
+                    output_bytes=limits.output_bytes,
+                    pass_fds=fds,
+                )
         finally:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)

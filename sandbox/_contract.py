@@ -39,6 +39,8 @@ from mw_errors import (
     SandboxTimeout,
 )
 
+from ._forward import Forward
+
 __all__ = [
     "SCHEMA_VERSION",
     "Artifact",
@@ -146,6 +148,8 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True):
     inputs: tuple[str, ...] = ()
     limits: Limits = Limits()
     python: str | None = None  # a Python prefix to make visible (default: the running one)
+    # Host paths visible read-only at the same path (a tool's installation, e.g. Codex).
+    binds: tuple[str, ...] = ()
 
 
 class Sandbox(abc.ABC):
@@ -191,12 +195,15 @@ class Sandbox(abc.ABC):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         limits: Limits | None = None,
+        forward: Forward | None = None,
     ) -> ExecResult:
         """Run ``argv`` inside the sandbox and wait for it (and every process it started).
 
         ``cwd`` is a path as the program sees it. ``env`` is the whole
         environment (nothing is inherited). ``timeout`` overrides
-        ``limits.wall_seconds``.
+        ``limits.wall_seconds``. ``forward`` gives the program one way out: a
+        loopback port, written ``{forward_port}`` in ``argv``, that reaches one
+        host address (see :mod:`._forward`).
 
         Raises:
             SandboxUnavailable: the sandbox could not start the program.

@@ -475,15 +475,16 @@ class Daemon:
         raise ConfigError(f"unknown campaign kind {kind!r}; use serve-learn or editing")
 
     def _remote(self, fields: dict[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:
-        """The spec's remote endpoints and prices, decoded, and the keys they name."""
+        """The spec's remote endpoints, prices and Codex install, decoded; the keys they name."""
         import meters
 
-        from ..serve_learn import Endpoint
+        from ..serve_learn import CodexInstall, Endpoint
 
         try:
             endpoints = msgspec.convert(fields.get("endpoints", {}), dict[str, Endpoint])
+            codex = msgspec.convert(fields.get("codex"), CodexInstall | None)
         except msgspec.ValidationError as exc:
-            raise ConfigError(f"spec endpoints: {exc}") from None
+            raise ConfigError(f"spec: {exc}") from None
         prices = fields.get("prices")
         table = meters.parse_prices(msgspec.json.encode(prices), "spec prices") if prices else None
         keys: dict[str, str] = {}
@@ -492,7 +493,7 @@ class Daemon:
                 key = secrets.get(endpoint.api_key_env) or self.options.secret(endpoint.api_key_env)
                 if key:
                     keys[endpoint.api_key_env] = key
-        return {"endpoints": endpoints, "prices": table, "secrets": keys}
+        return {"endpoints": endpoints, "prices": table, "secrets": keys, "codex": codex}
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:
         try:

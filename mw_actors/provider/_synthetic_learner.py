@@ -7,6 +7,10 @@ of case, the decision that scored best in the most recent block that saw it,
 read from the evidence lines in the conversation), then ``finish``. Like the
 synthetic host it reads the conversation, not a script; it sees only what the
 learner session shows it: traces' decisions and score lines.
+
+Offered Codex CLI's shell tool (``exec_command``) instead, it does the same with
+commands in the workspace: ``./fit_adapter``, then its notes appended to
+``card.md``, then a last message with no tool call (Codex's end of a turn).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class SyntheticLearner:
     blocking = False
 
     def respond(self, turn: Turn) -> Reply:
+        offered = {(tool.get("function") or tool).get("name") for tool in turn.tools or []}
+        if "exec_command" in offered:
+            return self._codex(turn)
         messages = turn.conversation
         called = [
             call.get("function", {}).get("name")
@@ -74,3 +81,28 @@ class SyntheticLearner:
                 ],
             )
         return Reply(content="The world model is updated.", tool_calls=[ToolCall("finish", {})])
+
+    def _codex(self, turn: Turn) -> Reply:
+        """Codex's workspace, through its shell: fit, note, done."""
+        messages = turn.conversation
+        commands = [
+            call
+            for m in messages
+            if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []
+        ]
+        if not commands:
+            return Reply(
+                reasoning="First the adapter learns from all the evidence so far.",
+                tool_calls=[ToolCall("exec_command", {"cmd": "./fit_adapter"})],
+            )
+        if len(commands) == 1:
+            evidence = "\n".join(
+                text_of(m.get("content")) for m in messages if m.get("role") == "user"
+            )
+            append = f"cat >> card.md <<'MW_NOTES'\n\n{notes(evidence)}MW_NOTES"
+            return Reply(
+                reasoning="The card gets what the last block taught, kind by kind.",
+                tool_calls=[ToolCall("exec_command", {"cmd": append})],
+            )
+        return Reply(content="The world model is updated.")

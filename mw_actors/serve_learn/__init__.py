@@ -16,6 +16,7 @@ from ._campaign import (
     run_campaign,
     write_outputs,
 )
+from ._codex import CodexInstall, find_codex
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
@@ -35,6 +36,7 @@ __all__ = [
     "Averages",
     "Backend",
     "CampaignSpec",
+    "CodexInstall",
     "Endpoint",
     "EpisodeEnded",
     "EpisodeStarted",
@@ -49,6 +51,7 @@ __all__ = [
     "WindowPlan",
     "averages",
     "check_campaign",
+    "find_codex",
     "load_launch_config",
     "make_method",
     "plan",

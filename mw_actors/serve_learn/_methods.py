@@ -95,6 +95,7 @@ class Mwm(MwmLocal):
     def __init__(self) -> None:
         super().__init__()
         self.endpoint: Any = None  # a LearnerEndpoint, set by the campaign
+        self.codex: Any = None  # a CodexSession when Codex CLI is the learner session
         self.last_usage: Any = None  # the last session's LearnerUsage
 
     def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
@@ -102,6 +103,15 @@ class Mwm(MwmLocal):
 
         if self.endpoint is None:
             raise ConfigError("the mwm learner has no learner meter to reach its model")
+        if self.codex is not None:  # on a worker thread: Codex runs in the sandbox, async
+            import anyio.from_thread
+
+            from ._codex import run_codex_session
+
+            self.last_usage = anyio.from_thread.run(
+                run_codex_session, self.codex, self.endpoint, evidence, block, out
+            )
+            return
         self.last_usage = run_learner_session(self.endpoint, evidence, block, out)
 
 
