@@ -1,6 +1,6 @@
 """One synthetic serve-and-learn campaign, run three ways in one run.
 
-    python bench/serve_learn.py [--split N] [--ttft S] [--tps N]
+    python bench/serve_learn.py [--shape synthetic_l1|banking_l1] [--split N] [--ttft S] [--tps N]
 
 The local provider emulates a realistic latency (0.5 s to the first token, 50
 tokens/s). Orders:
@@ -8,6 +8,9 @@ tokens/s). Orders:
   (b) ServeLearnBench's runner: serve window w, test window w, then the next;
   (c) mw's pipelined order: each window's tests start as soon as its version exists.
 Scores and cost must be identical across the three.
+Shapes: synthetic_l1 (4 windows of 36 serving and 12 test cases) or banking_l1
+(the real export's proportions: 4 windows of 84 serving cases and 45 tests,
+where banking_l1 has 41-48), both played by the synthetic scenario offline.
 Goals: (c) <= 0.75x the wall-clock of (b) and <= 0.5x that of (a); the runtime's
 own overhead <= 5 ms per episode, provider time excluded.
 """
@@ -28,6 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mw_actors.provider import Latency
 from mw_actors.serve_learn import CampaignSpec, run_campaign, score_file, write_synthetic
 
+SHAPES = {
+    "synthetic_l1": {"serving_per_window": 36, "test_per_window": 12},
+    "banking_l1": {"serving_per_window": 84, "test_per_window": 45},
+}
 ORDERS = {
     "a: all serving, then tests": "after_training",
     "b: window by window": "window_by_window",
@@ -37,7 +44,8 @@ ORDERS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", type=int, default=72, help="serving cases (default 72)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="synthetic_l1")
+    parser.add_argument("--split", type=int, help="serve only this prefix (default: all)")
     parser.add_argument("--ttft", type=float, default=0.5)
     parser.add_argument("--tps", type=float, default=50.0)
     parser.add_argument("--concurrency", type=int, default=12)
@@ -45,7 +53,7 @@ def main() -> None:
     latency = Latency(first_token_seconds=args.ttft, tokens_per_second=args.tps)
     rows = []
     with tempfile.TemporaryDirectory() as temp:
-        dataset = write_synthetic(Path(temp) / "dataset")
+        dataset = write_synthetic(Path(temp) / "dataset", **SHAPES[args.shape])
         warm = CampaignSpec(
             tag="warm-up", scenario="synthetic_l1", dataset=dataset, runs=Path(temp), train_split=12
         )
@@ -70,7 +78,8 @@ def main() -> None:
             rows.append((label, wall, score.hidden, score.fully_specified, cost, finished))
     print(
         f"latency: {args.ttft} s to the first token, {args.tps:.0f} tokens/s; "
-        f"{args.split} serving cases, concurrency {args.concurrency}\n"
+        f"shape {args.shape}, {args.split or 'all'} serving cases, "
+        f"concurrency {args.concurrency}\n"
     )
     print(
         f"| {'order':<28} | {'wall':>8} | {'vs (a)':>6} | {'vs (b)':>6} | {'hidden':>6} "

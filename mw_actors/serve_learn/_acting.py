@@ -78,6 +78,9 @@ class Environment(Protocol):
 
     def call(self, name: str, arguments: dict[str, Any]) -> str: ...
 
+    def finish(self, arguments: dict[str, Any]) -> None:
+        """The model's ``finish`` and its arguments (a structured answer, where graded)."""
+
     def reward(self) -> float: ...
 
 
@@ -109,13 +112,16 @@ class SyntheticEnvironment:
             return "decision recorded"
         return f"error: there is no tool {name!r}"
 
+    def finish(self, arguments: dict[str, Any]) -> None:
+        """Nothing to submit: the synthetic verifier grades the decisions."""
+
     def reward(self) -> float:
         return verify(self._evaluator, self.decisions)
 
 
 def score_line(reward: float) -> str:
-    """The only feedback after a serving task."""
-    return f"Score: {round(100 * reward)}/100."
+    """The only feedback after a serving task, as ServeLearnBench writes it."""
+    return f"Score: {100 * reward:g}/100."
 
 
 def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -207,6 +213,7 @@ async def run_episode(
         if not isinstance(arguments, dict):
             result = "error: the arguments are not a JSON object"
         elif name == "finish":
+            env.finish(arguments)
             result = "finished"
         elif name == "wm" and wm is not None:
             result = wm(str(arguments.get("query", "")))

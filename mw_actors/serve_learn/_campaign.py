@@ -56,7 +56,7 @@ from ..provider import (
     SyntheticLearner,
     serve_provider,
 )
-from ._acting import SyntheticEnvironment, run_episode, score_line
+from ._acting import Environment, SyntheticEnvironment, run_episode, score_line
 from ._backends import Endpoint, split_model, wire_prices
 from ._codex import CodexInstall, CodexSession
 from ._learner import LearnerEndpoint
@@ -72,6 +72,7 @@ from ._records import (
 )
 from ._scenario import Scenario, Task, read_evaluators, read_scenario
 from ._schedule import Plan, plan
+from ._slb import SlbScenario, slb_available, slb_missing
 
 __all__ = ["CampaignSpec", "RunDir", "check_campaign", "run_campaign", "write_outputs"]
 
@@ -172,12 +173,18 @@ class Shared:
         self.scenario = scenario
         self.plan = schedule
         self.method: Method = make_method(spec.method)
-        env = spec.dataset / "environments" / spec.scenario
-        self.tools = json.loads((env / "tools.json").read_text())
-        self.world = json.loads((env / "world.json").read_text())["cases"]
-        self.system = (
-            (env / "system_prompt.txt").read_text() + "\n" + (env / "policy.md").read_text()
-        )
+        # A real scenario plays in ServeLearnBench's own environment (engine a); the
+        # synthetic one in the project's (engine b), from its export.
+        self.slb = None if spec.scenario.startswith("synthetic_") else SlbScenario(spec.scenario)
+        if self.slb is None:
+            env = spec.dataset / "environments" / spec.scenario
+            self.tools = json.loads((env / "tools.json").read_text())
+            self.world = json.loads((env / "world.json").read_text())["cases"]
+            self.system = (
+                (env / "system_prompt.txt").read_text() + "\n" + (env / "policy.md").read_text()
+            )
+        else:
+            self.tools, self.world, self.system = [], {}, self.slb.system_prompt
         self.evaluators = read_evaluators(spec.dataset, spec.scenario)  # the verifier's, only
         self.versions = Versions(run.checkout / "versions" / "v0")
         self.ended: dict[str, EpisodeEnded] = {}
@@ -212,7 +219,11 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     began = time.perf_counter()
     queued = provider = 0.0
     await journal.append(EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version))  # type: ignore[arg-type]
-    env = SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
+    env: Environment = (
+        shared.slb.environment(task.task_id)
+        if shared.slb is not None
+        else SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
+    )
     version_dir = shared.versions.dir(version)
     assert shared.client is not None
     status: Any = "finished"
@@ -546,13 +557,8 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     """The scenario and its schedule, once checked that this build can run them."""
     scenario = read_scenario(spec.dataset, spec.scenario)
     schedule = plan(scenario, spec.train_split)
-    if not spec.scenario.startswith("synthetic_"):
-        raise ConfigError(
-            f"scenario {spec.scenario!r} needs ServeLearnBench's own environment and verifier, "
-            "which this build does not drive yet",
-            hint="install the servelearnbench package (Python >= 3.12) when it is wired in; "
-            "offline, use synthetic_l1",
-        )
+    if not spec.scenario.startswith("synthetic_") and not slb_available():
+        raise slb_missing(spec.scenario)
     for model in [spec.model] + ([spec.learner_model] if spec.method == "mwm" else []):
         _check_model(spec, model)
     if spec.method == "mwm" and spec.learner_backend == "codex":
