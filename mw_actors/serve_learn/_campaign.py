@@ -326,6 +326,7 @@ class Learner(_Journaled):
                     evidence.append(
                         {
                             "block": number,
+                            "instruction": task.instruction,  # what the agent saw
                             "reward": ended.reward,
                             "trace": ended.trace,
                             "feedback": score_line(ended.reward),

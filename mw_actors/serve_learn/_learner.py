@@ -94,13 +94,28 @@ class LearnerUsage(msgspec.Struct, frozen=True):
 
 
 def evidence_text(evidence: list[dict[str, Any]], block: int) -> str:
-    """What the learner is shown: decisions and score lines, block by block."""
+    """What the learner is shown, block by block; never an evaluator.
+
+    On the synthetic scenario: what was decided for which kind of case, and its score
+    line. Elsewhere: each episode's record (its instruction, its tool calls and what
+    they returned, its score line), as ServeLearnBench shows a learning method.
+    """
     lines = [f"Evidence after block {block} (every served case so far, oldest first):"]
-    for o in observations(evidence):
+    decided = observations(evidence)
+    for o in decided:
         lines.append(
             f"block {o.block}: a {o.kind} case, decided {o.decision}. "
             f"Score: {round(100 * o.reward)}/100."
         )
+    if not decided:
+        for item in evidence:
+            lines += ["", f"block {item['block']}: {item.get('instruction', '').strip()}"]
+            for step in item.get("trace", []):
+                if "tool" in step:
+                    arguments = json.dumps(step.get("arguments"), sort_keys=True)
+                    result = str(step.get("result", ""))[:300]
+                    lines.append(f"  {step['tool']}({arguments}) -> {result}")
+            lines.append(f"  {item.get('feedback', '')}")
     return "\n".join(lines)
 
 

@@ -53,3 +53,36 @@ def test_episodes_run_in_the_packages_environment_and_its_verifier_scores_them(
     rewards = {e["task_id"]: e["reward"] for e in events if e["event"] == "reward"}
     assert {r["task_id"]: r["reward"] for r in rows} == rewards
     assert 0 < sum(rewards.values()) < len(rewards)  # both outcomes occur
+
+
+def test_a_learner_reads_a_real_scenarios_episodes_as_records() -> None:
+    from mw_actors.serve_learn._learner import evidence_text
+
+    rows = [json.loads(line) for line in (DATASET / "data" / "banking_l1" / "serving.jsonl")
+            .read_text().splitlines()[:2]]  # fmt: skip
+    evidence = [
+        {
+            "block": 0,
+            "instruction": row["instruction"],
+            "reward": reward,
+            "feedback": f"Score: {100 * reward:g}/100.",
+            "trace": [
+                {
+                    "turn": 1,
+                    "tool": "get_case_details",
+                    "arguments": {"case_id": "X"},
+                    "result": '{"amount": 12}',
+                },
+                {"turn": 2, "rejected": 2},
+                {"turn": 3, "tool": "finish", "arguments": {}, "result": "finished"},
+            ],
+        }
+        for row, reward in zip(rows, (1.0, 0.0), strict=True)
+    ]
+    text = evidence_text(evidence, 0)
+    assert rows[0]["instruction"].strip() in text and rows[1]["instruction"].strip() in text
+    assert 'get_case_details({"case_id": "X"}) -> {"amount": 12}' in text
+    assert "Score: 100/100." in text and "Score: 0/100." in text
+    for row in rows:  # the evaluator's ground truth is nowhere in it
+        assert json.dumps(row["evaluator"]["actions"]) not in text
+        assert str(row["evaluator"]["slice"]) not in text
