@@ -41,6 +41,7 @@ from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt
 from ._money import usd
 from ._prices import PriceTable
 from ._server import AbortConnection, Request, Response, openai_error, serve_http
+from ._transport import LeanTransport
 from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
 
 __all__ = ["LocalReserver", "Meter", "MeterConfig", "MeterStatistics", "serve_meter"]
@@ -128,8 +129,9 @@ class _Upstreams:
 
     httpx's pool walks every connection, polling each idle socket, whenever a
     request starts or ends: work that grows with the connections held and was
-    the meter's largest cost under 32 concurrent clients. With one connection
-    per transport each walk is one step. Requests go to the transport directly
+    the meter's largest cost under 32 concurrent clients. A lent transport holds
+    one connection, so there is no pool to walk; and it is :class:`LeanTransport`,
+    whose HTTP/1.1 is a fraction of httpcore's cost. Requests go to the transport directly
     (the client's auth, redirect and hook layers have nothing to do here), with
     their timeouts in the request's extensions. The free list is last-in
     first-out, so a warm keep-alive connection is reused first; at most
@@ -139,12 +141,12 @@ class _Upstreams:
     def __init__(self, limit: int, timeout: httpx.Timeout) -> None:
         self._limit = limit
         self.timeouts = timeout.as_dict()
-        self._free: list[httpx.AsyncHTTPTransport] = []
-        self._made: list[httpx.AsyncHTTPTransport] = []
+        self._free: list[LeanTransport] = []
+        self._made: list[LeanTransport] = []
         self._slots: anyio.Semaphore | None = None  # made on first use, inside the event loop
         self._tls: ssl.SSLContext | None = None  # one for all: loading the CAs is slow
 
-    async def acquire(self) -> httpx.AsyncHTTPTransport:
+    async def acquire(self) -> LeanTransport:
         if self._slots is None:
             self._slots = anyio.Semaphore(self._limit)
         await self._slots.acquire()
@@ -152,13 +154,11 @@ class _Upstreams:
             return self._free.pop()
         if self._tls is None:
             self._tls = ssl.create_default_context(cafile=certifi.where())
-        transport = httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1), verify=self._tls
-        )
+        transport = LeanTransport(self._tls)
         self._made.append(transport)
         return transport
 
-    def release(self, transport: httpx.AsyncHTTPTransport) -> None:
+    def release(self, transport: LeanTransport) -> None:
         assert self._slots is not None
         self._free.append(transport)
         self._slots.release()
@@ -219,7 +219,7 @@ class _Attempt:
     note: str = ""
     charge_reserved: bool = False
     done: bool = False
-    lent: httpx.AsyncHTTPTransport | None = None  # until the upstream response is closed
+    lent: LeanTransport | None = None  # until the upstream response is closed
 
 
 class Meter:

@@ -1,0 +1,187 @@
+"""The meter's lean HTTP/1.1 transport, against raw servers that answer as scripted."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx
+import pytest
+
+from meters._transport import LeanTransport
+
+pytestmark = pytest.mark.anyio
+
+Answer = Callable[[bytes], bytes | None]  # request bytes -> answer bytes; None: close silently
+
+
+@asynccontextmanager
+async def raw_server(answer: Answer, *, close_after: bool = False) -> AsyncIterator[dict[str, Any]]:
+    """A TCP server: reads one request (head + content-length body), writes ``answer``."""
+    state: dict[str, Any] = {"connections": 0, "requests": []}
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        state["connections"] += 1
+        buffer = b""
+        async with stream:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    try:
+                        buffer += await stream.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        return
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                while len(buffer) < length:
+                    buffer += await stream.receive()
+                request, buffer = head + b"\r\n\r\n" + buffer[:length], buffer[length:]
+                state["requests"].append(request)
+                reply = answer(request)
+                if reply is None:
+                    return
+                await stream.send(reply)
+                if close_after:
+                    return
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        state["url"] = f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}"
+        yield state
+        tg.cancel_scope.cancel()
+
+
+def fixed(reply: bytes) -> Answer:
+    return lambda request: reply
+
+
+async def get(transport: LeanTransport, url: str, **timeouts: float) -> httpx.Response:
+    request = httpx.Request(
+        "POST", url + "/v1/x", content=b'{"a": 1}', extensions={"timeout": timeouts}
+    )
+    response = await transport.handle_async_request(request)
+    try:
+        await response.aread()
+    finally:
+        await response.aclose()
+    return response
+
+
+async def test_a_whole_answer_then_the_connection_is_kept_alive() -> None:
+    body = b'{"ok": true}'
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    async with raw_server(fixed(reply % (len(body), body))) as server:
+        transport = LeanTransport()
+        for _ in range(3):
+            response = await get(transport, server["url"])
+            assert (response.status_code, response.content) == (200, body)
+            assert response.headers["content-type"] == "application/json"
+        await transport.aclose()
+    assert server["connections"] == 1
+    first = server["requests"][0]
+    assert first.startswith(b"POST /v1/x HTTP/1.1\r\n") and first.endswith(b'\r\n\r\n{"a": 1}')
+    assert b"content-length: 8" in first.lower() and b"host: 127.0.0.1" in first.lower()
+
+
+async def test_chunked_answers_and_informational_heads_are_read_whole() -> None:
+    reply = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n"
+    )
+    async with raw_server(fixed(reply)) as server:
+        transport = LeanTransport()
+        first = await get(transport, server["url"])
+        second = await get(transport, server["url"])
+        await transport.aclose()
+    assert first.content == second.content == b"hello, world"
+    assert server["connections"] == 1  # a complete chunked answer keeps the connection
+
+
+async def test_streamed_chunks_arrive_as_they_are_sent() -> None:
+    sent = anyio.Event()
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.receive()
+            await stream.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n")
+            await sent.wait()
+            await stream.send(b"3\r\ntwo\r\n0\r\n\r\n")
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        transport = LeanTransport()
+        request = httpx.Request("POST", f"http://127.0.0.1:{port}/s", content=b"{}")
+        response = await transport.handle_async_request(request)
+        parts = []
+        async for part in response.aiter_raw():
+            parts.append(part)
+            sent.set()  # the second chunk is sent only after the first was read
+        await response.aclose()
+        await transport.aclose()
+        tg.cancel_scope.cancel()
+    assert parts == [b"one", b"two"]
+
+
+async def test_an_answer_to_the_close_and_a_connection_close_are_not_reused() -> None:
+    async with raw_server(fixed(b"HTTP/1.1 200 OK\r\n\r\nall of it"), close_after=True) as server:
+        transport = LeanTransport()
+        assert (await get(transport, server["url"])).content == b"all of it"
+        assert (await get(transport, server["url"])).content == b"all of it"
+        await transport.aclose()
+    assert server["connections"] == 2
+    reply = b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
+    async with raw_server(fixed(reply), close_after=True) as server:
+        transport = LeanTransport()
+        assert (await get(transport, server["url"])).status_code == 204
+        assert (await get(transport, server["url"])).status_code == 204
+        await transport.aclose()
+    assert server["connections"] == 2
+
+
+async def test_an_idle_connection_the_server_closed_is_replaced_before_use() -> None:
+    body = b"ok"
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" + body
+    async with raw_server(fixed(reply), close_after=True) as server:
+        transport = LeanTransport()  # keep-alive answers, but the server closes each time
+        for _ in range(3):
+            assert (await get(transport, server["url"])).content == body
+            await anyio.sleep(0.05)  # the close reaches us while the connection is idle
+        await transport.aclose()
+    assert server["connections"] == 3
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (None, httpx.RemoteProtocolError),  # closed without answering
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", httpx.RemoteProtocolError),
+        (b"SMTP ready\r\n\r\n", httpx.RemoteProtocolError),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", httpx.RemoteProtocolError),
+    ],
+)
+async def test_a_broken_answer_is_httpxs_protocol_error(reply: bytes | None, error: type) -> None:
+    async with raw_server(fixed(reply) if reply else (lambda r: None), close_after=True) as server:
+        transport = LeanTransport()
+        with pytest.raises(error):
+            await get(transport, server["url"])
+
+
+async def test_nobody_listening_is_a_connect_error_and_silence_a_read_timeout() -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    await listener.aclose()
+    with pytest.raises(httpx.ConnectError):
+        await get(LeanTransport(), f"http://127.0.0.1:{port}")
+
+    async with raw_server(lambda request: b"") as server:  # answers nothing, stays open
+        with pytest.raises(httpx.ReadTimeout):
+            await get(LeanTransport(), server["url"], read=0.2)
