@@ -8,6 +8,9 @@ tokens/s). Orders:
   (b) ServeLearnBench's runner: serve window w, test window w, then the next;
   (c) mw's pipelined order: each window's tests start as soon as its version exists.
 Scores and cost must be identical across the three.
+The provider runs in a process of its own (`mw provider --engine synthetic-host`),
+reached as a remote `vllm/` backend through the host meter, as a real provider
+is; `--provider inline` runs it in the campaign's event loop instead.
 Shapes: synthetic_l1 (4 windows of 36 serving and 12 test cases) or banking_l1
 (the real export's proportions: 4 windows of 84 serving cases and 45 tests,
 where banking_l1 has 41-48), both played by the synthetic scenario offline.
@@ -18,18 +21,31 @@ own overhead <= 5 ms per episode, provider time excluded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from mw_actors.provider import Latency
-from mw_actors.serve_learn import CampaignSpec, run_campaign, score_file, write_synthetic
+import meters  # noqa: E402
+from mw_actors.provider import LOCAL_PRICES, Latency  # noqa: E402
+from mw_actors.serve_learn import (  # noqa: E402
+    CampaignSpec,
+    Endpoint,
+    run_campaign,
+    score_file,
+    write_synthetic,
+)
 
 SHAPES = {
     "synthetic_l1": {"serving_per_window": 36, "test_per_window": 12},
@@ -42,6 +58,31 @@ ORDERS = {
 }
 
 
+MODEL = "vllm/synthetic-host"
+
+
+@contextlib.contextmanager
+def provider_process(ttft: float, tps: float) -> Iterator[dict[str, Any]]:
+    """``mw provider`` in its own process; the spec fields that reach it as a remote model."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bin.mw", "provider", "--engine", "synthetic-host",
+         "--latency", f"ttft={ttft},tps={tps}"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip().removeprefix("listening on ")
+        local = meters.load_prices(LOCAL_PRICES)
+        prices = meters.PriceTable(
+            schema_version=1, date=local.date, models={MODEL: local.price("local/scripted")}
+        )
+        endpoint = Endpoint(model=MODEL, base_url=f"{url}/v1", wire_model="synthetic-host")
+        yield {"model": MODEL, "endpoints": {MODEL: endpoint}, "prices": prices}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="synthetic_l1")
@@ -49,10 +90,14 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=0.5)
     parser.add_argument("--tps", type=float, default=50.0)
     parser.add_argument("--concurrency", type=int, default=12)
+    parser.add_argument("--provider", choices=["process", "inline"], default="process")
     args = parser.parse_args()
     latency = Latency(first_token_seconds=args.ttft, tokens_per_second=args.tps)
     rows = []
-    with tempfile.TemporaryDirectory() as temp:
+    with tempfile.TemporaryDirectory() as temp, contextlib.ExitStack() as stack:
+        remote: dict[str, Any] = {}
+        if args.provider == "process":
+            remote = stack.enter_context(provider_process(args.ttft, args.tps))
         dataset = write_synthetic(Path(temp) / "dataset", **SHAPES[args.shape])
         warm = CampaignSpec(
             tag="warm-up", scenario="synthetic_l1", dataset=dataset, runs=Path(temp), train_split=12
@@ -67,7 +112,8 @@ def main() -> None:
                 train_split=args.split,
                 concurrency=args.concurrency,
                 waiter=order,
-                latency=latency,
+                latency=None if remote else latency,
+                **remote,
             )
             began = time.perf_counter()
             run = anyio.run(run_campaign, spec)
@@ -79,7 +125,7 @@ def main() -> None:
     print(
         f"latency: {args.ttft} s to the first token, {args.tps:.0f} tokens/s; "
         f"shape {args.shape}, {args.split or 'all'} serving cases, "
-        f"concurrency {args.concurrency}\n"
+        f"concurrency {args.concurrency}, provider {args.provider}\n"
     )
     print(
         f"| {'order':<28} | {'wall':>8} | {'vs (a)':>6} | {'vs (b)':>6} | {'hidden':>6} "
