@@ -60,11 +60,17 @@ async def forwarding(forward: Forward, python: str) -> AsyncIterator[tuple[int, 
     """The fd to pass into the sandbox and the argv prefix that runs the relay with it."""
     host_end, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     host_end.setblocking(False)
+    raised: BaseException | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_connect_each, host_end, forward)
-            yield sandbox_end.fileno(), [python, "-c", RELAY, str(sandbox_end.fileno()), "--"]
+            try:
+                yield sandbox_end.fileno(), [python, "-c", RELAY, str(sandbox_end.fileno()), "--"]
+            except BaseException as exc:  # re-raised below as itself, not in a group
+                raised = exc
             tg.cancel_scope.cancel()
     finally:
         host_end.close()
         sandbox_end.close()
+    if raised is not None:
+        raise raised

@@ -75,6 +75,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     # Test what the campaign learned, the way it learned it.
     spec = dataclasses.replace(spec, method=began.method, model=began.model)
     _check_model(spec, spec.model)
+    await probe_endpoints(spec, [spec.model])  # before anything is written
     manual = RunDir(campaign.root, "manual", spec.scenario)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
@@ -107,7 +108,6 @@ async def _test_ready_windows(
     shared: Shared, journal: Journal
 ) -> tuple[list[int], list[int], list[int]]:
     spec = shared.spec
-    await probe_endpoints(spec, [spec.model])
     tested: list[int] = []
     skipped: list[int] = []
     earlier: list[int] = []

@@ -120,3 +120,11 @@ async def test_a_forward_to_a_closed_port_closes_the_client_and_the_program_goes
         )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() in ("b''", "")
+
+
+async def test_an_error_inside_the_forward_comes_out_as_itself() -> None:
+    from sandbox._forward import forwarding
+
+    with pytest.raises(sandbox.SandboxUnavailable):  # not an exception group
+        async with forwarding(Forward("127.0.0.1", 9), sys.executable):
+            raise sandbox.SandboxUnavailable("bubblewrap could not start the program")
