@@ -50,6 +50,7 @@ from ._server import (
     serve_http,
     serve_until_signal,
 )
+from ._transport import LeanPool, LeanTransport
 from ._usage import (
     ChatStream,
     ResponsesStream,
@@ -71,6 +72,8 @@ __all__ = [
     "ChatStream",
     "Granted",
     "Handler",
+    "LeanPool",
+    "LeanTransport",
     "Ledger",
     "LedgerLine",
     "LedgerSummary",

@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 import httpx
 
-__all__ = ["LeanTransport"]
+__all__ = ["LeanPool", "LeanTransport"]
 
 _MAX_HEAD = 256 * 1024
 _NO_BODY = {204, 304}
@@ -39,15 +39,17 @@ class _Connection:
         self.origin = origin
         self.buffer = bytearray()
         self.reusable = False
+        # Asked once: each ``extra`` builds the stream's attributes anew (a getpeername).
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        self.fileno = sock.fileno() if sock is not None else None
 
     def stale(self) -> bool:
         """True if the upstream closed the idle connection (or sent unasked bytes)."""
-        sock = self.stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-        if sock is None:
+        if self.fileno is None:
             return False
         # Readable while idle: the peer closed it, or sent what nobody asked for.
         poller = select.poll()
-        poller.register(sock.fileno(), select.POLLIN)
+        poller.register(self.fileno, select.POLLIN)
         return bool(poller.poll(0))
 
     async def receive(self, timeout: float | None, request: httpx.Request) -> bool:
@@ -292,3 +294,58 @@ class LeanTransport(httpx.AsyncBaseTransport):
         if self._idle is not None:
             await self._idle.aclose()
             self._idle = None
+
+
+class _Returned(httpx.AsyncByteStream):
+    """A response body that gives its transport back to the pool once closed."""
+
+    def __init__(self, body: httpx.AsyncByteStream, pool: LeanPool, lent: LeanTransport) -> None:
+        self._body = body
+        self._pool = pool
+        self._lent: LeanTransport | None = lent
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._body:
+            yield part
+
+    async def aclose(self) -> None:
+        try:
+            await self._body.aclose()
+        finally:
+            if self._lent is not None:
+                self._pool._free.append(self._lent)
+                self._lent = None
+
+
+class LeanPool(httpx.AsyncBaseTransport):
+    """Keep-alive connections to one origin for an :class:`httpx.AsyncClient`.
+
+    Each request borrows a :class:`LeanTransport` (the last one returned, so the
+    warmest connection) until its response is closed. Unlike httpcore's pool,
+    nothing walks the other connections on each request. For a client with
+    many requests in flight at once: the campaign's acting loop to its meter.
+    """
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._tls = tls
+        self._free: list[LeanTransport] = []
+        self._made: list[LeanTransport] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._free:
+            lent = self._free.pop()
+        else:
+            lent = LeanTransport(self._tls)
+            self._made.append(lent)
+        try:
+            response = await lent.handle_async_request(request)
+        except BaseException:
+            self._free.append(lent)
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _Returned(response.stream, self, lent)
+        return response
+
+    async def aclose(self) -> None:
+        for transport in self._made:
+            await transport.aclose()

@@ -822,7 +822,9 @@ async def _run(
                     )
                 _stamp(spec, run, schedule, meter_port, learner_port)
                 async with httpx.AsyncClient(
-                    base_url=f"http://127.0.0.1:{meter_port}/v1", timeout=600.0
+                    base_url=f"http://127.0.0.1:{meter_port}/v1",
+                    timeout=600.0,
+                    transport=meters.LeanPool(),  # no pool walk per request
                 ) as client:
                     shared.client = client
                     campaign = await rt.root.start_child(

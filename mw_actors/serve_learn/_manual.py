@@ -116,7 +116,9 @@ async def _test_ready_windows(
         async with anyio.create_task_group() as metering:
             meter_port = await metering.start(partial(meters.serve_meter, config))
             async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{meter_port}/v1", timeout=600.0
+                base_url=f"http://127.0.0.1:{meter_port}/v1",
+                timeout=600.0,
+                transport=meters.LeanPool(),  # no pool walk per request
             ) as client:
                 shared.client = client
                 for window in shared.plan.windows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -185,3 +186,23 @@ async def test_nobody_listening_is_a_connect_error_and_silence_a_read_timeout() 
     async with raw_server(lambda request: b"") as server:  # answers nothing, stays open
         with pytest.raises(httpx.ReadTimeout):
             await get(LeanTransport(), server["url"], read=0.2)
+
+
+async def test_a_pool_reuses_returned_connections_and_never_shares_one() -> None:
+    from meters import LeanPool
+
+    body = b"ok"
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" + body
+    async with raw_server(fixed(reply)) as server:
+        client = httpx.AsyncClient(base_url=server["url"], transport=LeanPool())
+        async with client:
+            for _ in range(3):  # one after another: one connection
+                assert (await client.post("/a", content=b"{}")).content == body
+            async with anyio.create_task_group() as tg:  # four at once: four connections
+                for _ in range(4):
+                    tg.start_soon(partial(client.post, "/b", content=b"{}"))
+            async with client.stream("POST", "/c", content=b"{}") as streamed:
+                async for _ in streamed.aiter_raw():
+                    pass
+    assert server["connections"] == 4
+    assert len(server["requests"]) == 8
