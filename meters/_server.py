@@ -1,4 +1,4 @@
-"""A small HTTP/1.1 server on anyio and h11: keep-alive, streamed responses, loopback only.
+"""A small HTTP/1.1 server on anyio: keep-alive, streamed responses, loopback only.
 
 The meters and the local provider both serve through it. A handler takes a
 :class:`Request` and returns a :class:`Response` whose body is bytes or an
@@ -18,7 +18,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import h11
 import structlog
 
 from mw_errors import ConfigError
@@ -98,69 +97,173 @@ class AbortConnection(Exception):
     """Raise from a streamed body to drop the connection mid-message (fault injection)."""
 
 
-async def _read_request(stream: anyio.abc.ByteStream, conn: h11.Connection) -> Request | None:
-    request: h11.Request | None = None
-    body = bytearray()
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            try:
-                data = await stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-                data = b""
-            conn.receive_data(data)
-            continue
-        if isinstance(event, h11.Request):
-            request = event
-        elif isinstance(event, h11.Data):
-            body += event.data
-            if len(body) > _MAX_BODY:
-                raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
-        elif isinstance(event, h11.EndOfMessage):
-            assert request is not None
-            return Request(
-                method=request.method.decode(),
-                target=request.target.decode(),
-                headers=list(request.headers),
-                body=bytes(body),
-            )
-        elif isinstance(event, h11.ConnectionClosed):
-            return None
-        else:  # PAUSED: the client pipelined; we answer one at a time
-            return None
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-async def _send(stream: anyio.abc.ByteStream, conn: h11.Connection, *events: Any) -> None:
-    """Send ``events`` in one write (a whole answer is one syscall, not three)."""
-    data = b"".join(conn.send(event) or b"" for event in events)
-    if data:
+_MAX_HEAD = 64 * 1024
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_REASONS = {
+    200: b"OK", 201: b"Created", 204: b"No Content", 400: b"Bad Request", 401: b"Unauthorized",
+    402: b"Payment Required", 403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed",
+    408: b"Request Timeout", 409: b"Conflict", 413: b"Content Too Large",
+    429: b"Too Many Requests", 431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error", 501: b"Not Implemented", 502: b"Bad Gateway",
+    503: b"Service Unavailable", 504: b"Gateway Timeout",
+}  # fmt: skip
+
+
+class _Reader:
+    """Bytes off one connection, buffered; requests are parsed from here."""
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+
+    async def more(self) -> bool:
         try:
-            await stream.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
-            raise _Disconnected from exc
+            data = await self.stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+            return False
+        self.buffer += data
+        return True
+
+    async def line(self, limit: int) -> bytes:
+        while (end := self.buffer.find(b"\r\n")) < 0:
+            if len(self.buffer) > limit:
+                raise _BadRequest(400, "line too long")
+            if not await self.more():
+                raise _BadRequest(400, "the connection closed mid-request")
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 2]
+        return line
+
+    async def exactly(self, count: int) -> bytes:
+        while len(self.buffer) < count:
+            if not await self.more():
+                raise _BadRequest(400, "the connection closed mid-body")
+        data = bytes(self.buffer[:count])
+        del self.buffer[:count]
+        return data
 
 
-async def _respond(stream: anyio.abc.ByteStream, conn: h11.Connection, response: Response) -> None:
-    headers = [(k.encode(), v.encode()) for k, v in response.headers]
-    body = response.body
-    if isinstance(body, bytes):
-        headers.append((b"content-length", str(len(body)).encode()))
-        head = h11.Response(status_code=response.status, headers=headers)
-        events = (
-            (head, h11.Data(data=body), h11.EndOfMessage()) if body else (head, h11.EndOfMessage())
-        )
-        await _send(stream, conn, *events)
-        return
-    headers.append((b"transfer-encoding", b"chunked"))
+async def _read_request(reader: _Reader) -> tuple[Request, bool] | None:
+    """The next request and whether the connection stays open after it; None at the end.
+
+    Raises:
+        _BadRequest: a malformed request (answered with its status, then closed).
+    """
+    while (end := reader.buffer.find(b"\r\n\r\n")) < 0:
+        if len(reader.buffer) > _MAX_HEAD:
+            raise _BadRequest(431, "request head too large")
+        if not await reader.more():
+            if reader.buffer.strip():
+                raise _BadRequest(400, "the connection closed mid-request")
+            return None
+    if end > _MAX_HEAD:
+        raise _BadRequest(431, "request head too large")
+    lines = bytes(reader.buffer[:end]).split(b"\r\n")
+    del reader.buffer[: end + 4]
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN or not parts[1]:
+        raise _BadRequest(400, "bad request line")
+    method, target, version = parts
+    if version not in (b"HTTP/1.1", b"HTTP/1.0"):
+        raise _BadRequest(400, "only HTTP/1.1 and HTTP/1.0 are spoken here")
+    headers: list[tuple[bytes, bytes]] = []
+    length: int | None = None
+    chunked = False
+    keep_alive = version == b"HTTP/1.1"
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or not set(name) <= _TOKEN:
+            raise _BadRequest(400, "bad header line")
+        name, value = name.lower(), value.strip(b" \t")
+        if b"\r" in value or b"\n" in value or b"\0" in value:
+            raise _BadRequest(400, "bad header value")
+        headers.append((name, value))
+        if name == b"content-length":
+            if not value.isdigit() or (length is not None and length != int(value)):
+                raise _BadRequest(400, "bad content-length")
+            length = int(value)
+        elif name == b"transfer-encoding":
+            if value.lower() != b"chunked":
+                raise _BadRequest(501, "only chunked transfer-encoding is supported")
+            chunked = True
+        elif name == b"connection":
+            tokens = {t.strip() for t in value.lower().split(b",")}
+            if b"close" in tokens:
+                keep_alive = False
+            elif b"keep-alive" in tokens and version == b"HTTP/1.0":
+                keep_alive = True
+    if chunked and length is not None:
+        raise _BadRequest(400, "both content-length and transfer-encoding")
+    if chunked:
+        body = bytearray()
+        while True:
+            size_line = await reader.line(1024)
+            try:
+                size = int(size_line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest(400, "bad chunk size") from None
+            if size == 0:
+                while await reader.line(_MAX_HEAD):  # trailers
+                    pass
+                break
+            if len(body) + size > _MAX_BODY:
+                raise _BadRequest(413, "request body too large")
+            body += await reader.exactly(size)
+            if await reader.line(2):
+                raise _BadRequest(400, "chunk not followed by CRLF")
+        payload = bytes(body)
+    else:
+        if (length or 0) > _MAX_BODY:
+            raise _BadRequest(413, "request body too large")
+        payload = await reader.exactly(length) if length else b""
+    request = Request(
+        method=method.decode(), target=target.decode("latin-1"), headers=headers, body=payload
+    )
+    return request, keep_alive
+
+
+async def _send(stream: anyio.abc.ByteStream, data: bytes) -> None:
     try:
-        await _send(stream, conn, h11.Response(status_code=response.status, headers=headers))
+        await stream.send(data)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
+        raise _Disconnected from exc
+
+
+def _head(status: int, headers: list[tuple[str, str]], extra: list[bytes]) -> list[bytes]:
+    parts = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Status"))]
+    for name, value in headers:
+        parts += [name.encode(), b": ", value.encode(), b"\r\n"]
+    return parts + extra
+
+
+async def _respond(
+    stream: anyio.abc.ByteStream, response: Response, *, keep_alive: bool, head_only: bool
+) -> None:
+    """Write ``response``: a whole body in one send; a stream as chunks, each as it comes."""
+    body = response.body
+    close = [] if keep_alive else [b"connection: close\r\n"]
+    if isinstance(body, bytes):
+        bodiless = head_only or response.status in (204, 304)
+        length = [] if response.status in (204, 304) else [b"content-length: %d\r\n" % len(body)]
+        parts = _head(response.status, response.headers, [*length, *close, b"\r\n"])
+        await _send(stream, b"".join(parts) + (b"" if bodiless else body))
+        return
+    try:
+        extra = [b"transfer-encoding: chunked\r\n", *close, b"\r\n"]
+        await _send(stream, b"".join(_head(response.status, response.headers, extra)))
         try:
             async for chunk in body:
-                if chunk:
-                    await _send(stream, conn, h11.Data(data=chunk))
+                if chunk and not head_only:
+                    await _send(stream, b"%x\r\n" % len(chunk) + chunk + b"\r\n")
         except AbortConnection:
             raise _Disconnected from None
-        await _send(stream, conn, h11.EndOfMessage())
+        await _send(stream, b"0\r\n\r\n")
     finally:
         aclose = getattr(body, "aclose", None)
         if aclose is not None:
@@ -169,40 +272,39 @@ async def _respond(stream: anyio.abc.ByteStream, conn: h11.Connection, response:
 
 
 async def _serve_connection(stream: anyio.abc.ByteStream, handler: Handler) -> None:
-    conn = h11.Connection(h11.SERVER)
+    reader = _Reader(stream)
     async with stream:
         while True:
             try:
-                request = await _read_request(stream, conn)
-            except h11.RemoteProtocolError as exc:
-                with anyio.move_on_after(1):
-                    status = exc.error_status_hint
-                    await _respond_error(stream, conn, status, str(exc))
+                read = await _read_request(reader)
+            except _BadRequest as exc:
+                with anyio.move_on_after(1), contextlib.suppress(_Disconnected):
+                    answer = Response(
+                        exc.status, [("content-type", "text/plain")], str(exc).encode()
+                    )
+                    await _respond(stream, answer, keep_alive=False, head_only=False)
                 return
-            if request is None:
+            if read is None:
                 return
+            request, keep_alive = read
             try:
                 response = await handler(request)
             except Exception as exc:  # a handler bug must not kill the server
                 log.exception("handler_failed", path=request.path)
                 response = Response(500, [("content-type", "text/plain")], repr(exc).encode())
+            if any(k.lower() == "connection" and "close" in v.lower() for k, v in response.headers):
+                keep_alive = False
+                response.headers = [
+                    (k, v) for k, v in response.headers if k.lower() != "connection"
+                ]
             try:
-                await _respond(stream, conn, response)
+                await _respond(
+                    stream, response, keep_alive=keep_alive, head_only=request.method == "HEAD"
+                )
             except _Disconnected:
                 return
-            if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+            if not keep_alive:
                 return
-            try:
-                conn.start_next_cycle()
-            except h11.LocalProtocolError:
-                return
-
-
-async def _respond_error(
-    stream: anyio.abc.ByteStream, conn: h11.Connection, status: int, message: str
-) -> None:
-    with contextlib.suppress(_Disconnected, h11.LocalProtocolError):
-        await _respond(stream, conn, Response(status, [("connection", "close")], message.encode()))
 
 
 async def serve_http(
