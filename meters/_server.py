@@ -254,16 +254,20 @@ async def _respond(
         parts = _head(response.status, response.headers, [*length, *close, b"\r\n"])
         await _send(stream, b"".join(parts) + (b"" if bodiless else body))
         return
+    # The head goes out with the first chunk: one send, one wake-up of the client.
+    extra = [b"transfer-encoding: chunked\r\n", *close, b"\r\n"]
+    pending = b"".join(_head(response.status, response.headers, extra))
     try:
-        extra = [b"transfer-encoding: chunked\r\n", *close, b"\r\n"]
-        await _send(stream, b"".join(_head(response.status, response.headers, extra)))
         try:
             async for chunk in body:
                 if chunk and not head_only:
-                    await _send(stream, b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                    await _send(stream, pending + b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    pending = b""
         except AbortConnection:
+            if pending:  # the head still goes: the client sees the answer begin, then break
+                await _send(stream, pending)
             raise _Disconnected from None
-        await _send(stream, b"0\r\n\r\n")
+        await _send(stream, pending + b"0\r\n\r\n")
     finally:
         aclose = getattr(body, "aclose", None)
         if aclose is not None:

@@ -129,23 +129,53 @@ class _Body(httpx.AsyncByteStream):
         del connection.buffer[: end + 2]
         return line
 
+    def _take_chunk(self) -> bytes | None:
+        """The next whole chunk's data from the buffer (b"" for the last one), or None."""
+        buffer = self._connection.buffer
+        end = buffer.find(b"\r\n")
+        if end < 0:
+            if len(buffer) > _MAX_HEAD:
+                raise httpx.RemoteProtocolError("chunk size line too long", request=self._request)
+            return None
+        line = bytes(buffer[:end])
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise httpx.RemoteProtocolError(
+                f"bad chunk size line {line[:40]!r}", request=self._request
+            ) from None
+        if size == 0:
+            del buffer[: end + 2]
+            return b""
+        start, stop = end + 2, end + 2 + size
+        if len(buffer) < stop + 2:
+            return None
+        if buffer[stop : stop + 2] != b"\r\n":
+            raise httpx.RemoteProtocolError("chunk not followed by CRLF", request=self._request)
+        data = bytes(buffer[start:stop])
+        del buffer[: stop + 2]
+        return data
+
     async def _read_chunked(self) -> AsyncIterator[bytes]:
+        """Chunks as they arrive; those that arrived together are handed on together."""
         while True:
-            line = await self._line()
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError(
-                    f"bad chunk size line {line[:40]!r}", request=self._request
-                ) from None
-            if size == 0:
+            parts: list[bytes] = []
+            last = False
+            while (data := self._take_chunk()) is not None:
+                if not data:
+                    last = True
+                    break
+                parts.append(data)
+            if parts:
+                yield b"".join(parts)
+            if last:
                 while await self._line():  # trailers, up to the empty line
                     pass
                 return
-            async for part in self._read_length(size):
-                yield part
-            if await self._line():
-                raise httpx.RemoteProtocolError("chunk not followed by CRLF", request=self._request)
+            if not parts and not await self._connection.receive(self._timeout, self._request):
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection in a chunked body", request=self._request
+                )
 
     async def _read_to_close(self) -> AsyncIterator[bytes]:
         connection = self._connection
