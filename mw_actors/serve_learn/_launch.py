@@ -28,7 +28,7 @@ Keys are never in the file: a backend names the variable that holds its key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -42,7 +42,9 @@ __all__ = ["LAUNCH_SCHEMA_VERSION", "LaunchConfig", "load_launch_config"]
 LAUNCH_SCHEMA_VERSION = 1
 
 
-class _Raw(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class LaunchConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A checked launch config (see the module's docstring); ``source`` is its file."""
+
     schema_version: int = LAUNCH_SCHEMA_VERSION
     scenario: str | None = None
     method: Literal["mwm", "mwm-local", "blind"] | None = None
@@ -54,24 +56,8 @@ class _Raw(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     waiter: Literal["pipelined", "after_training", "window_by_window"] | None = None
     allocation_usd: str | None = None
     backends: dict[str, Backend] = {}
-    prices: dict[str, Any] | None = None
-
-
-class LaunchConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """A checked launch config (see the module's docstring)."""
-
-    source: str
-    scenario: str | None = None
-    method: str | None = None
-    host_model: str | None = None
-    learner_model: str | None = None
-    learner_backend: Literal["builtin", "codex"] | None = None
-    concurrency: int | None = None
-    train_split: int | None = None
-    waiter: Literal["pipelined", "after_training", "window_by_window"] | None = None
-    allocation_usd: str | None = None
-    backends: dict[str, Backend] = {}
     prices: meters.PriceTable | None = None
+    source: str = ""
 
 
 def load_launch_config(path: Path) -> LaunchConfig:
@@ -86,9 +72,9 @@ def load_launch_config(path: Path) -> LaunchConfig:
         raise ConfigError(f"cannot read launch config {path}: {exc.strerror}") from None
     try:
         if path.suffix in (".yaml", ".yml"):
-            raw = msgspec.yaml.decode(data, type=_Raw)
+            raw = msgspec.yaml.decode(data, type=LaunchConfig)
         else:
-            raw = msgspec.json.decode(data, type=_Raw)
+            raw = msgspec.json.decode(data, type=LaunchConfig)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ConfigError(
             f"launch config {path}: {exc}",
@@ -102,12 +88,9 @@ def load_launch_config(path: Path) -> LaunchConfig:
         )
     if raw.concurrency is not None and raw.concurrency < 1:
         raise ConfigError(f"launch config {path}: concurrency must be >= 1")
-    prices = (
+    prices = (  # checked as a prices file is: dates, units, ceilings
         meters.parse_prices(msgspec.json.encode(raw.prices), f"launch config {path}: prices")
         if raw.prices is not None
         else None
     )
-    fields = msgspec.structs.asdict(raw)
-    del fields["schema_version"]
-    fields["prices"] = prices
-    return LaunchConfig(source=str(path), **fields)
+    return msgspec.structs.replace(raw, prices=prices, source=str(path))
