@@ -73,8 +73,20 @@ def wait_for_summary(path: Path, requests: int) -> dict[str, Any]:
         time.sleep(0.1)
 
 
-def ledger_lines(ledger: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in (ledger / "ledger.jsonl").read_text().splitlines()]
+def ledger_lines(ledger: Path, at_least: int = 0) -> list[dict[str, object]]:
+    """The ledger's lines, once it has ``at_least`` of them.
+
+    A streaming client stops at the protocol's last event; the meter writes the
+    attempt's line when the upstream's answer has ended, a moment later.
+    """
+    path, deadline = ledger / "ledger.jsonl", time.monotonic() + 10
+    while True:
+        text = path.read_text() if path.exists() else ""
+        lines = [json.loads(line) for line in text.splitlines()]
+        if len(lines) >= at_least:
+            return lines
+        assert time.monotonic() < deadline, f"{path} never had {at_least} lines"
+        time.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -97,7 +109,7 @@ def test_the_model_answers_with_its_own_usage(wire: tuple[str, str, Path]) -> No
     stream = metered.chat.completions.create(model=MODEL, messages=messages, stream=True)  # type: ignore[arg-type]
     pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
     assert "".join(pieces) == text and len([p for p in pieces if p]) > 1
-    line = ledger_lines(ledger)[-1]
+    line = ledger_lines(ledger, at_least=1)[-1]
     assert line["status"] == "ok"
     usage = line["usage"]
     assert isinstance(usage, dict)
@@ -121,7 +133,7 @@ def test_a_length_cut_is_reported_as_such(wire: tuple[str, str, Path]) -> None:
     )
     assert chat.choices[0].finish_reason == "length"
     assert chat.usage is not None and chat.usage.completion_tokens == 3
-
+    before = len(ledger_lines(ledger))
     events = list(
         client.responses.create(
             model=MODEL, input=QUESTION, max_output_tokens=4, stream=True, store=False
@@ -130,7 +142,7 @@ def test_a_length_cut_is_reported_as_such(wire: tuple[str, str, Path]) -> None:
     final = events[-1]
     assert final.type == "response.incomplete"
     assert final.response.usage is not None and final.response.usage.output_tokens == 4
-    line = ledger_lines(ledger)[-1]
+    line = ledger_lines(ledger, at_least=before + 1)[-1]
     assert (line["status"], line["output_tokens"]) == ("ok", 4)
     lines = ledger_lines(ledger)
     summary = wait_for_summary(ledger / "wire_ledger.json", len(lines))
