@@ -325,7 +325,7 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
     Every remote model's endpoint is resolved and its key read here: only ``bin/``
     reads the environment, and the key goes nowhere but the spec's memory.
     """
-    from mw_actors.serve_learn import LaunchConfig, load_launch_config, resolve_endpoint
+    from mw_actors.serve_learn import LaunchConfig, keys_for, load_launch_config, resolve_endpoint
 
     config = load_launch_config(Path(args.config)) if args.config else LaunchConfig(source="")
     if config.scenario is not None and config.scenario != args.scenario:
@@ -354,14 +354,13 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         "latency": _provider_latency(args.provider_latency),
         "prices": config.prices,
     }
-    endpoints, secrets = {}, {}
+    endpoints = {}
     for name in dict.fromkeys([model, learner_model] if method == "mwm" else [model]):
         endpoint = resolve_endpoint(name, config.backends, os.environ)
         if endpoint is not None:
             endpoints[name] = endpoint
-            if endpoint.api_key_env:
-                secrets[endpoint.api_key_env] = os.environ[endpoint.api_key_env]
-    settings["endpoints"], settings["secrets"] = endpoints, secrets
+    settings["endpoints"] = endpoints
+    settings["secrets"] = keys_for(endpoints.values(), os.environ.get)
     settings.update(_learner_backend(args, config))
     return settings
 
@@ -652,11 +651,11 @@ def _daemon_status(args: argparse.Namespace) -> int:
 
 
 def _serve_learn_submit(args: argparse.Namespace) -> int:
+    import msgspec
+
     from mw_actors.daemon import Submit
 
     runs = _runs_dir(args.runs)
-    import msgspec
-
     tag = args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}"
     settings = _campaign_settings(args)
     secrets = settings.pop("secrets")  # in the daemon's memory only, never its registry

@@ -183,20 +183,14 @@ class BwrapSandbox(Sandbox):
         # which may live under /tmp (a venv in a temporary checkout) and must stay visible.
         args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         args += ["--tmpfs", "/run"]
+        # The Python prefixes and the configured binds, read-only at their own paths.
+        visible = {*_python_prefixes(self.config.python)}
+        visible |= {os.path.realpath(bound) for bound in self.config.binds}
         made: set[str] = set()
-        for prefix in _python_prefixes(self.config.python):
-            if prefix.startswith("/usr/"):
-                continue
-            # Parents of a bound prefix (e.g. /root/.pyenv) may be traversed, not listed.
-            for parent in reversed(Path(prefix).parents[:-1]):
-                if str(parent) not in made:
-                    made.add(str(parent))
-                    args += ["--perms", "0711", "--dir", str(parent)]
-            args += ["--ro-bind", prefix, prefix]
-        for bound in self.config.binds:
-            path = os.path.realpath(bound)
+        for path in sorted(visible):
             if path == "/usr" or path.startswith("/usr/"):
                 continue  # already visible
+            # Parents of a bound path (e.g. /root/.pyenv) may be traversed, not listed.
             for parent in reversed(Path(path).parents[:-1]):
                 if str(parent) not in made:
                     made.add(str(parent))

@@ -478,7 +478,7 @@ class Daemon:
         """The spec's remote endpoints, prices and Codex install, decoded; the keys they name."""
         import meters
 
-        from ..serve_learn import CodexInstall, Endpoint
+        from ..serve_learn import CodexInstall, Endpoint, keys_for
 
         try:
             endpoints = msgspec.convert(fields.get("endpoints", {}), dict[str, Endpoint])
@@ -487,12 +487,9 @@ class Daemon:
             raise ConfigError(f"spec: {exc}") from None
         prices = fields.get("prices")
         table = meters.parse_prices(msgspec.json.encode(prices), "spec prices") if prices else None
-        keys: dict[str, str] = {}
-        for endpoint in endpoints.values():
-            if endpoint.api_key_env:
-                key = secrets.get(endpoint.api_key_env) or self.options.secret(endpoint.api_key_env)
-                if key:
-                    keys[endpoint.api_key_env] = key
+        keys = keys_for(
+            endpoints.values(), lambda name: secrets.get(name) or self.options.secret(name)
+        )
         return {"endpoints": endpoints, "prices": table, "secrets": keys, "codex": codex}
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:

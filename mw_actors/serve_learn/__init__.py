@@ -7,7 +7,14 @@ campaign as supervised actors, and the scorer (``mw score``, as ``slb score``
 computes it). See docs/design/serve_learn.md.
 """
 
-from ._backends import BUILTIN_BACKENDS, Backend, Endpoint, resolve_endpoint, split_model
+from ._backends import (
+    BUILTIN_BACKENDS,
+    Backend,
+    Endpoint,
+    keys_for,
+    resolve_endpoint,
+    split_model,
+)
 from ._campaign import (
     LOCAL_MODELS,
     CampaignSpec,
@@ -52,6 +59,7 @@ __all__ = [
     "averages",
     "check_campaign",
     "find_codex",
+    "keys_for",
     "load_launch_config",
     "make_method",
     "plan",

@@ -14,7 +14,7 @@ What is sent upstream is the model id after the backend:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
@@ -25,6 +25,7 @@ __all__ = [
     "BUILTIN_BACKENDS",
     "Backend",
     "Endpoint",
+    "keys_for",
     "resolve_endpoint",
     "split_model",
     "wire_prices",
@@ -116,6 +117,15 @@ def resolve_endpoint(
     return Endpoint(
         model=name, base_url=url.rstrip("/"), wire_model=ident, api_key_env=found.api_key_env
     )
+
+
+def keys_for(endpoints: Iterable[Endpoint], lookup: Callable[[str], str | None]) -> dict[str, str]:
+    """The keys ``endpoints`` name, by variable, as ``lookup`` finds them (unset ones left out)."""
+    keys: dict[str, str] = {}
+    for endpoint in endpoints:
+        if endpoint.api_key_env and (key := lookup(endpoint.api_key_env)):
+            keys[endpoint.api_key_env] = key
+    return keys
 
 
 def wire_prices(table: meters.PriceTable | None, endpoint: Endpoint) -> meters.PriceTable:

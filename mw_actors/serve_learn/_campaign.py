@@ -118,6 +118,14 @@ class CampaignSpec:
         endpoint = self.endpoints.get(model)
         return endpoint.wire_model if endpoint is not None else model
 
+    def models(self) -> list[str]:
+        """The models the campaign reaches: the host's, and the learner's under ``mwm``."""
+        return [self.model, self.learner_model] if self.method == "mwm" else [self.model]
+
+    def key(self, endpoint: Endpoint) -> str | None:
+        """The key ``endpoint`` is reached with, if it takes one (from memory)."""
+        return self.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
+
 
 class RunDir:
     """``$MW_RUNS/$MW_TAG/``, as DESIGN.md lays it out."""
@@ -546,12 +554,12 @@ def _checked(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     return scenario, schedule
 
 
-def _prepare(spec: CampaignSpec) -> tuple[RunDir, Scenario, Plan]:
-    scenario, schedule = _checked(spec)
+def _prepare(spec: CampaignSpec) -> RunDir:
+    """The run directory's layout, made (once the campaign is checked)."""
     run = RunDir(spec.runs, spec.tag, spec.scenario)
     for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
         path.mkdir(parents=True, exist_ok=True)
-    return run, scenario, schedule
+    return run
 
 
 def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
@@ -560,7 +568,7 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     schedule = plan(scenario, spec.train_split)
     if not spec.scenario.startswith("synthetic_") and not slb_available():
         raise slb_missing(spec.scenario)
-    for model in [spec.model] + ([spec.learner_model] if spec.method == "mwm" else []):
+    for model in spec.models():
         _check_model(spec, model)
     if spec.method == "mwm" and spec.learner_backend == "codex":
         if spec.codex is None:
@@ -594,7 +602,7 @@ def _check_model(spec: CampaignSpec, model: str) -> None:
             "MW_MODEL=local/scripted",
         )
     wire_prices(spec.prices, endpoint)
-    if endpoint.api_key_env and not spec.secrets.get(endpoint.api_key_env):
+    if endpoint.api_key_env and not spec.key(endpoint):
         raise ConfigError(
             f"{endpoint.api_key_env} is not set; model {model!r} needs it",
             hint=f"export {endpoint.api_key_env}=... (the wire meter injects it)",
@@ -614,7 +622,7 @@ async def probe_endpoints(spec: CampaignSpec, models: list[str]) -> None:
         endpoint = spec.endpoints.get(model)
         if endpoint is None:
             continue
-        key = spec.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        key = spec.key(endpoint)
         headers = {"authorization": f"Bearer {key}"} if key else {}
         async with httpx.AsyncClient(timeout=30.0) as client:
             try:
@@ -655,7 +663,7 @@ async def start_upstream(
         upstream, prices = f"http://127.0.0.1:{port}/v1", meters.load_prices(LOCAL_PRICES)
     else:
         upstream, prices = endpoint.base_url, wire_prices(spec.prices, endpoint)
-        api_key = spec.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        api_key = spec.key(endpoint)
     return meters.MeterConfig(
         role=role,
         upstream=upstream,
@@ -741,11 +749,9 @@ async def run_campaign(
     Raises:
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
-    check_campaign(spec)
-    await probe_endpoints(
-        spec, [spec.model, spec.learner_model] if spec.method == "mwm" else [spec.model]
-    )
-    run, scenario, schedule = _prepare(spec)
+    scenario, schedule = _checked(spec)
+    await probe_endpoints(spec, spec.models())
+    run = _prepare(spec)
     with campaign_lock(run.root):
         return await _run(spec, run, scenario, schedule, on_started)
 

@@ -39,7 +39,7 @@ import meters
 import sandbox
 from mw_errors import ProviderRefused
 
-from ._learner import LearnerEndpoint, LearnerUsage, evidence_text
+from ._learner import LearnerEndpoint, LearnerUsage, ensure_card, evidence_text
 from ._methods import observations
 
 __all__ = ["CodexInstall", "CodexSession", "find_codex", "run_codex_session"]
@@ -124,8 +124,7 @@ def _collect(scratch: Path, out: Path, block: int) -> None:
     for name in ("card.md", "adapter.safetensors"):
         if (scratch / name).is_file():
             shutil.copyfile(scratch / name, out / name)
-    if not (out / "card.md").exists():
-        (out / "card.md").write_text(f"# World model v{block + 1}\n\nThe learner wrote nothing.\n")
+    ensure_card(out, block)
 
 
 async def run_codex_session(

@@ -32,7 +32,14 @@ from mw_errors import ProviderRefused
 
 from ._methods import observations
 
-__all__ = ["MAX_TURNS", "LearnerEndpoint", "LearnerUsage", "evidence_text", "run_learner_session"]
+__all__ = [
+    "MAX_TURNS",
+    "LearnerEndpoint",
+    "LearnerUsage",
+    "ensure_card",
+    "evidence_text",
+    "run_learner_session",
+]
 
 MAX_TURNS = 12
 
@@ -141,6 +148,13 @@ def _execute(
     return f"unknown tool {name!r}; use fit_adapter, read_card, write_card or finish"
 
 
+def ensure_card(out: Path, block: int) -> None:
+    """A session that wrote no card still leaves a version (with a card saying so)."""
+    if not (out / "card.md").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "card.md").write_text(f"# World model v{block + 1}\n\nThe learner wrote nothing.\n")
+
+
 def run_learner_session(
     endpoint: LearnerEndpoint, evidence: list[dict[str, Any]], block: int, out: Path
 ) -> LearnerUsage:
@@ -211,9 +225,7 @@ def run_learner_session(
                         "output": result,
                     }
                 )
-    if not (out / "card.md").exists():  # a session that wrote nothing still leaves a version
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "card.md").write_text(f"# World model v{block + 1}\n\nThe learner wrote nothing.\n")
+    ensure_card(out, block)
     return LearnerUsage(
         turns=turns,
         input_tokens=usage.input_tokens,
