@@ -40,7 +40,7 @@ from ._budget import Blocked, Budget, Granted, Reservation, Reserver
 from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt
 from ._money import usd
 from ._prices import PriceTable
-from ._server import AbortConnection, Request, Response, openai_error, serve_http
+from ._server import AbortConnection, LastChunk, Request, Response, openai_error, serve_http
 from ._transport import LeanTransport
 from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
 
@@ -493,21 +493,22 @@ class Meter:
                     elif responses is not None:
                         responses.observe(event)
                     out += b"".join(translator.feed(event.raw)) if translator else event.raw
-                if out:
-                    yield bytes(out)
                 if (chat is not None and chat.done) or (responses and responses.terminal):
                     break  # the protocol's last event: end the client's stream now
-            if translator is not None:
-                yield b"".join(translator.finish())
-            elif parser.tail():
-                yield parser.tail()
+                if out:
+                    yield bytes(out)
+            else:
+                out = bytearray()
+            # The end goes out with the last bytes, before the accounting (in ``finally``).
+            out += b"".join(translator.finish()) if translator is not None else parser.tail()
             delivered = True
+            yield LastChunk(out)
         except httpx.HTTPError as exc:
             attempt.status, attempt.note = "cut", type(exc).__name__
             if translator is None:
                 raise AbortConnection from exc  # the client sees the cut, as from the upstream
-            yield b"".join(translator.finish(error="upstream_cut"))  # response.failed
             delivered = True
+            yield LastChunk(b"".join(translator.finish(error="upstream_cut")))  # response.failed
         finally:
             tracker = chat if chat is not None else responses
             assert tracker is not None

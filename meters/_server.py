@@ -22,9 +22,12 @@ import structlog
 
 from mw_errors import ConfigError
 
+from ._wire import Listener, Oversized, Wire, WireBroken, listen
+
 __all__ = [
     "AbortConnection",
     "Handler",
+    "LastChunk",
     "Request",
     "Response",
     "check_bind_address",
@@ -93,6 +96,10 @@ class _Disconnected(Exception):
     pass
 
 
+class LastChunk(bytes):
+    """A streamed body's last chunk: it goes out with the stream's end, in one send."""
+
+
 class AbortConnection(Exception):
     """Raise from a streamed body to drop the connection mid-message (fault injection)."""
 
@@ -115,57 +122,22 @@ _REASONS = {
 }  # fmt: skip
 
 
-class _Reader:
-    """Bytes off one connection, buffered; requests are parsed from here."""
-
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
-        self.stream = stream
-        self.buffer = bytearray()
-
-    async def more(self) -> bool:
-        try:
-            data = await self.stream.receive()
-        except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-            return False
-        self.buffer += data
-        return True
-
-    async def line(self, limit: int) -> bytes:
-        while (end := self.buffer.find(b"\r\n")) < 0:
-            if len(self.buffer) > limit:
-                raise _BadRequest(400, "line too long")
-            if not await self.more():
-                raise _BadRequest(400, "the connection closed mid-request")
-        line = bytes(self.buffer[:end])
-        del self.buffer[: end + 2]
-        return line
-
-    async def exactly(self, count: int) -> bytes:
-        while len(self.buffer) < count:
-            if not await self.more():
-                raise _BadRequest(400, "the connection closed mid-body")
-        data = bytes(self.buffer[:count])
-        del self.buffer[:count]
-        return data
-
-
-async def _read_request(reader: _Reader) -> tuple[Request, bool] | None:
+async def _read_request(wire: Wire) -> tuple[Request, bool] | None:
     """The next request and whether the connection stays open after it; None at the end.
 
     Raises:
         _BadRequest: a malformed request (answered with its status, then closed).
     """
-    while (end := reader.buffer.find(b"\r\n\r\n")) < 0:
-        if len(reader.buffer) > _MAX_HEAD:
-            raise _BadRequest(431, "request head too large")
-        if not await reader.more():
-            if reader.buffer.strip():
-                raise _BadRequest(400, "the connection closed mid-request")
-            return None
-    if end > _MAX_HEAD:
-        raise _BadRequest(431, "request head too large")
-    lines = bytes(reader.buffer[:end]).split(b"\r\n")
-    del reader.buffer[: end + 4]
+    try:
+        end = await wire.until(b"\r\n\r\n", _MAX_HEAD)
+    except Oversized:
+        raise _BadRequest(431, "request head too large") from None
+    if end is None:
+        if wire.buffer.strip():
+            raise _BadRequest(400, "the connection closed mid-request")
+        return None
+    lines = bytes(wire.buffer[:end]).split(b"\r\n")
+    del wire.buffer[: end + 4]
     parts = lines[0].split(b" ")
     if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN or not parts[1]:
         raise _BadRequest(400, "bad request line")
@@ -201,37 +173,56 @@ async def _read_request(reader: _Reader) -> tuple[Request, bool] | None:
     if chunked and length is not None:
         raise _BadRequest(400, "both content-length and transfer-encoding")
     if chunked:
-        body = bytearray()
-        while True:
-            size_line = await reader.line(1024)
-            try:
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _BadRequest(400, "bad chunk size") from None
-            if size == 0:
-                while await reader.line(_MAX_HEAD):  # trailers
-                    pass
-                break
-            if len(body) + size > _MAX_BODY:
-                raise _BadRequest(413, "request body too large")
-            body += await reader.exactly(size)
-            if await reader.line(2):
-                raise _BadRequest(400, "chunk not followed by CRLF")
-        payload = bytes(body)
+        payload = await _read_chunked(wire)
     else:
         if (length or 0) > _MAX_BODY:
             raise _BadRequest(413, "request body too large")
-        payload = await reader.exactly(length) if length else b""
+        read = await wire.exactly(length) if length else b""
+        if read is None:
+            raise _BadRequest(400, "the connection closed mid-body")
+        payload = read
     request = Request(
         method=method.decode(), target=target.decode("latin-1"), headers=headers, body=payload
     )
     return request, keep_alive
 
 
-async def _send(stream: anyio.abc.ByteStream, data: bytes) -> None:
+async def _line(wire: Wire, limit: int) -> bytes:
     try:
-        await stream.send(data)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
+        line = await wire.line(limit)
+    except Oversized:
+        raise _BadRequest(400, "line too long") from None
+    if line is None:
+        raise _BadRequest(400, "the connection closed mid-request")
+    return line
+
+
+async def _read_chunked(wire: Wire) -> bytes:
+    body = bytearray()
+    while True:
+        size_line = await _line(wire, 1024)
+        try:
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise _BadRequest(400, "bad chunk size") from None
+        if size == 0:
+            while await _line(wire, _MAX_HEAD):  # trailers
+                pass
+            return bytes(body)
+        if len(body) + size > _MAX_BODY:
+            raise _BadRequest(413, "request body too large")
+        data = await wire.exactly(size)
+        if data is None:
+            raise _BadRequest(400, "the connection closed mid-body")
+        body += data
+        if await _line(wire, 2):
+            raise _BadRequest(400, "chunk not followed by CRLF")
+
+
+async def _send(wire: Wire, data: bytes) -> None:
+    try:
+        await wire.send(data)
+    except WireBroken as exc:
         raise _Disconnected from exc
 
 
@@ -242,17 +233,19 @@ def _head(status: int, headers: list[tuple[str, str]], extra: list[bytes]) -> li
     return parts + extra
 
 
-async def _respond(
-    stream: anyio.abc.ByteStream, response: Response, *, keep_alive: bool, head_only: bool
-) -> None:
-    """Write ``response``: a whole body in one send; a stream as chunks, each as it comes."""
+async def _respond(wire: Wire, response: Response, *, keep_alive: bool, head_only: bool) -> None:
+    """Write ``response``: a whole body in one send; a stream as chunks, each as it comes.
+
+    A :class:`LastChunk` goes out with the stream's end in one send, and the
+    body is closed then, without waiting for it to say it has ended.
+    """
     body = response.body
     close = [] if keep_alive else [b"connection: close\r\n"]
     if isinstance(body, bytes):
         bodiless = head_only or response.status in (204, 304)
         length = [] if response.status in (204, 304) else [b"content-length: %d\r\n" % len(body)]
         parts = _head(response.status, response.headers, [*length, *close, b"\r\n"])
-        await _send(stream, b"".join(parts) + (b"" if bodiless else body))
+        await _send(wire, b"".join(parts) + (b"" if bodiless else body))
         return
     # The head goes out with the first chunk: one send, one wake-up of the client.
     extra = [b"transfer-encoding: chunked\r\n", *close, b"\r\n"]
@@ -260,14 +253,19 @@ async def _respond(
     try:
         try:
             async for chunk in body:
+                last = isinstance(chunk, LastChunk)
                 if chunk and not head_only:
-                    await _send(stream, pending + b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    pending = b""
+                    pending += b"%x\r\n%s\r\n" % (len(chunk), chunk)
+                    if not last:
+                        await _send(wire, pending)
+                        pending = b""
+                if last:
+                    break
         except AbortConnection:
             if pending:  # the head still goes: the client sees the answer begin, then break
-                await _send(stream, pending)
+                await _send(wire, pending)
             raise _Disconnected from None
-        await _send(stream, pending + b"0\r\n\r\n")
+        await _send(wire, pending + b"0\r\n\r\n")
     finally:
         aclose = getattr(body, "aclose", None)
         if aclose is not None:
@@ -275,18 +273,19 @@ async def _respond(
                 await aclose()
 
 
-async def _serve_connection(stream: anyio.abc.ByteStream, handler: Handler) -> None:
-    reader = _Reader(stream)
-    async with stream:
+async def _serve_connection(wire: Wire, handler: Handler) -> None:
+    try:
         while True:
             try:
-                read = await _read_request(reader)
+                read = await _read_request(wire)
             except _BadRequest as exc:
                 with anyio.move_on_after(1), contextlib.suppress(_Disconnected):
                     answer = Response(
                         exc.status, [("content-type", "text/plain")], str(exc).encode()
                     )
-                    await _respond(stream, answer, keep_alive=False, head_only=False)
+                    await _respond(wire, answer, keep_alive=False, head_only=False)
+                return
+            except WireBroken:
                 return
             if read is None:
                 return
@@ -303,12 +302,14 @@ async def _serve_connection(stream: anyio.abc.ByteStream, handler: Handler) -> N
                 ]
             try:
                 await _respond(
-                    stream, response, keep_alive=keep_alive, head_only=request.method == "HEAD"
+                    wire, response, keep_alive=keep_alive, head_only=request.method == "HEAD"
                 )
             except _Disconnected:
                 return
             if not keep_alive:
                 return
+    finally:
+        await wire.aclose()
 
 
 async def serve_http(
@@ -326,18 +327,26 @@ async def serve_http(
         OSError: the port is taken.
     """
     check_bind_address(host, allow_non_loopback=allow_non_loopback)
-    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    async with listener:
-        bound = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_status.started(bound)
+    listeners = listen(host, port)
+    try:
+        task_status.started(listeners[0].port)
 
-        async def handle(stream: anyio.abc.SocketStream) -> None:
+        async def handle(wire: Wire) -> None:
             try:
-                await _serve_connection(stream, handler)
+                await _serve_connection(wire, handler)
             except Exception:  # one broken connection must not stop the server
                 log.exception("connection_failed")
 
-        await listener.serve(handle)
+        async def serve(listener: Listener) -> None:
+            while True:
+                tg.start_soon(handle, await listener.accept())
+
+        async with anyio.create_task_group() as tg:
+            for listener in listeners:
+                tg.start_soon(serve, listener)
+    finally:
+        for listener in listeners:
+            listener.close()
 
 
 async def serve_until_signal(

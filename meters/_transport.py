@@ -4,8 +4,8 @@ The meter lends each upstream request a transport of its own (see
 ``_Upstreams``), so a transport never needs a pool, HTTP/2 or proxies. httpx's
 default transport (httpcore over h11) costs about 0.4 ms per request on
 loopback, more than the whole round trip of the bytes; this one writes the
-request in one send and parses the answer's head and body itself, which is the
-meter's share of the added latency and most of its CPU per request.
+request in one send and parses the answer's head and body itself, off a
+:class:`~meters._wire.Wire` (a plain socket driven directly; TLS through anyio).
 
 It speaks httpx's transport interface: :class:`httpx.Request` in,
 :class:`httpx.Response` out, with the body streamed, and it raises httpx's
@@ -18,14 +18,13 @@ upstream closed is noticed before it is used again.
 
 from __future__ import annotations
 
-import contextlib
-import select
 import ssl
 from collections.abc import AsyncIterator
 
 import anyio
-import anyio.abc
 import httpx
+
+from ._wire import StreamWire, Wire, WireBroken, connect
 
 __all__ = ["LeanPool", "LeanTransport"]
 
@@ -34,41 +33,29 @@ _NO_BODY = {204, 304}
 
 
 class _Connection:
-    def __init__(self, stream: anyio.abc.ByteStream, origin: tuple[str, str, int]) -> None:
-        self.stream = stream
+    """One upstream connection: its wire, its origin, and whether it may be kept."""
+
+    def __init__(self, wire: Wire, origin: tuple[str, str, int]) -> None:
+        self.wire = wire
+        self.buffer = wire.buffer  # the same bytearray, always changed in place
         self.origin = origin
-        self.buffer = bytearray()
         self.reusable = False
-        # Asked once: each ``extra`` builds the stream's attributes anew (a getpeername).
-        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-        self.fileno = sock.fileno() if sock is not None else None
 
     def stale(self) -> bool:
         """True if the upstream closed the idle connection (or sent unasked bytes)."""
-        if self.fileno is None:
-            return False
-        # Readable while idle: the peer closed it, or sent what nobody asked for.
-        poller = select.poll()
-        poller.register(self.fileno, select.POLLIN)
-        return bool(poller.poll(0))
+        return self.wire.stale()
 
     async def receive(self, timeout: float | None, request: httpx.Request) -> bool:
         """Read more into the buffer; False at the end of the stream."""
         try:
-            with anyio.fail_after(timeout):
-                data = await self.stream.receive()
-        except anyio.EndOfStream:
-            return False
+            return await self.wire.fill(timeout)
         except TimeoutError:
             raise httpx.ReadTimeout("the upstream sent nothing in time", request=request) from None
-        except (OSError, anyio.BrokenResourceError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from None
-        self.buffer += data
-        return True
+        except WireBroken as exc:
+            raise httpx.ReadError(str(exc), request=request) from None
 
     async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await anyio.aclose_forcefully(self.stream)
+        await self.wire.aclose()
 
 
 class _Body(httpx.AsyncByteStream):
@@ -222,12 +209,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 head += [name, b": ", value, b"\r\n"]
             head.append(b"\r\n")
             try:
-                with anyio.fail_after(timeouts.get("write")):
-                    await connection.stream.send(b"".join(head) + body)
+                await connection.wire.send(b"".join(head) + body, timeouts.get("write"))
             except TimeoutError:
                 raise httpx.WriteTimeout("writing the request timed out", request=request) from None
-            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise httpx.WriteError(str(exc) or type(exc).__name__, request=request) from None
+            except WireBroken as exc:
+                raise httpx.WriteError(str(exc), request=request) from None
             return await self._response(connection, request, timeouts.get("read"))
         except BaseException:
             await connection.aclose()
@@ -238,22 +224,23 @@ class LeanTransport(httpx.AsyncBaseTransport):
     ) -> _Connection:
         scheme, host, port = origin
         try:
-            with anyio.fail_after(timeout):
-                if scheme == "https":
-                    if self._tls is None:
-                        self._tls = ssl.create_default_context()
-                    stream: anyio.abc.ByteStream = await anyio.connect_tcp(
+            if scheme == "https":
+                if self._tls is None:
+                    self._tls = ssl.create_default_context()
+                with anyio.fail_after(timeout):
+                    stream = await anyio.connect_tcp(
                         host, port, ssl_context=self._tls, tls_hostname=host
                     )
-                else:
-                    stream = await anyio.connect_tcp(host, port)
+                wire: Wire = StreamWire(stream)
+            else:
+                wire = await connect(host, port, timeout)
         except TimeoutError:
             raise httpx.ConnectTimeout(
                 f"connecting to {host}:{port} timed out", request=request
             ) from None
         except (OSError, ssl.SSLError) as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from None
-        return _Connection(stream, origin)
+        return _Connection(wire, origin)
 
     async def _response(
         self, connection: _Connection, request: httpx.Request, timeout: float | None
