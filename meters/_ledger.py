@@ -115,26 +115,38 @@ def summary_name(role: str) -> str:
     return "wire_ledger.json" if role == "host" else "meta_wire_ledger.json"
 
 
-def _add(totals: ModelTotals, line: LedgerLine) -> None:
+def _count(totals: ModelTotals, line: LedgerLine) -> None:
     totals.requests += 1
     totals.input_tokens += line.input_tokens
     totals.cached_input_tokens += line.cached_input_tokens
     totals.output_tokens += line.output_tokens
     totals.reasoning_tokens += line.reasoning_tokens
-    totals.cost_usd = usd(Decimal(totals.cost_usd) + Decimal(line.cost_usd))
 
 
 class _Totals:
-    """Running totals of ledger lines: what a summary is made of, in constant memory."""
+    """Running totals of ledger lines: what a summary is made of, in constant memory.
+
+    Costs are summed as Decimals and written as strings only in a summary.
+    """
 
     def __init__(self) -> None:
         self.total = ModelTotals()
         self.by_model: dict[str, ModelTotals] = {}
+        self.cost = Decimal(0)
+        self.model_cost: dict[str, Decimal] = {}
         self.statuses: Counter[str] = Counter({status: 0 for status in STATUSES})
 
     def add(self, line: LedgerLine) -> None:
-        _add(self.total, line)
-        _add(self.by_model.setdefault(line.model, ModelTotals()), line)
+        cost = Decimal(line.cost_usd)
+        _count(self.total, line)
+        model = line.model
+        totals = self.by_model.get(model)
+        if totals is None:
+            totals = self.by_model[model] = ModelTotals()
+            self.model_cost[model] = Decimal(0)
+        _count(totals, line)
+        self.cost += cost
+        self.model_cost[model] += cost
         self.statuses[line.status] += 1
 
     def summary(
@@ -149,10 +161,13 @@ class _Totals:
             cached_input_tokens=total.cached_input_tokens,
             output_tokens=total.output_tokens,
             reasoning_tokens=total.reasoning_tokens,
-            cost_usd=total.cost_usd,
+            cost_usd=usd(self.cost),
             allocation_usd=None if allocation_usd is None else usd(allocation_usd),
             prices_date=prices_date,
-            by_model={m: msgspec.structs.replace(t) for m, t in sorted(self.by_model.items())},
+            by_model={
+                m: msgspec.structs.replace(t, cost_usd=usd(self.model_cost[m]))
+                for m, t in sorted(self.by_model.items())
+            },
         )
 
 

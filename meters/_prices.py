@@ -15,6 +15,7 @@ is not in the table is refused, never counted as $0.
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -50,6 +51,19 @@ class ModelPrice(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def decimal(self, field: str) -> Decimal:
         return Decimal(getattr(self, field))
 
+    def rates(self) -> tuple[Decimal, Decimal, Decimal]:
+        """Input, cached input and output USD per million tokens (parsed once per price)."""
+        return _rates(self)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rates(price: ModelPrice) -> tuple[Decimal, Decimal, Decimal]:
+    return (
+        Decimal(price.input_per_mtok),
+        Decimal(price.cached_input_per_mtok),
+        Decimal(price.output_per_mtok),
+    )
+
 
 class PriceTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A checked price table. Use :func:`load_prices` or :func:`parse_prices`."""
@@ -74,23 +88,21 @@ class PriceTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def cost(self, model: str, usage: Usage) -> Decimal:
         """Exact USD cost of ``usage``. Cached input is part of input, charged at its own price."""
-        price = self.price(model)
+        input_rate, cached_rate, output_rate = self.price(model).rates()
         uncached = usage.input_tokens - usage.cached_input_tokens
         total = (
-            uncached * price.decimal("input_per_mtok")
-            + usage.cached_input_tokens * price.decimal("cached_input_per_mtok")
-            + usage.output_tokens * price.decimal("output_per_mtok")
+            uncached * input_rate
+            + usage.cached_input_tokens * cached_rate
+            + usage.output_tokens * output_rate
         )
         return total / MILLION
 
     def worst_case(self, model: str, input_tokens: int, output_tokens: int | None) -> Decimal:
         """The most a request can cost: all input uncached, output at its ceiling."""
         price = self.price(model)
+        input_rate, _, output_rate = price.rates()
         ceiling = price.max_output_tokens if output_tokens is None else output_tokens
-        total = input_tokens * price.decimal("input_per_mtok") + ceiling * price.decimal(
-            "output_per_mtok"
-        )
-        return total / MILLION
+        return (input_tokens * input_rate + ceiling * output_rate) / MILLION
 
     def encode(self) -> bytes:
         return msgspec.json.format(msgspec.json.encode(self), indent=2) + b"\n"

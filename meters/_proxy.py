@@ -60,7 +60,7 @@ _HOP_BY_HOP = {
     b"upgrade",
     b"proxy-authorization",
 }
-_RESPONSE_DROP = {"content-length", "transfer-encoding", "connection", "content-encoding"}
+_RESPONSE_DROP = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
 _METERED = ("/v1/chat/completions", "/v1/responses")
 
 
@@ -116,6 +116,26 @@ class LocalReserver:
 _decode = msgspec.json.Decoder().decode  # faster than json.loads on every request body
 
 
+async def _chunks(stream: httpx.AsyncByteStream) -> AsyncGenerator[bytes, None]:
+    async for part in stream:
+        yield part
+
+
+async def _read(response: httpx.Response) -> bytes:
+    """A response's whole body, off its stream as the transport hands it on.
+
+    The meter asks for identity encoding, so httpx's decoders and chunkers have
+    nothing to do here; an upstream that encodes anyway is decoded by httpx (the
+    client is sent no ``content-encoding``).
+    """
+    for name, value in response.headers.raw:
+        if name.lower() == b"content-encoding" and value.lower() not in (b"", b"identity"):
+            return await response.aread()
+    stream = response.stream
+    assert isinstance(stream, httpx.AsyncByteStream)
+    return b"".join([part async for part in stream])
+
+
 def _output_bound(body: dict[str, Any]) -> int | None:
     for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         value = body.get(key)
@@ -149,7 +169,10 @@ class _Upstreams:
     async def acquire(self) -> LeanTransport:
         if self._slots is None:
             self._slots = anyio.Semaphore(self._limit)
-        await self._slots.acquire()
+        try:
+            self._slots.acquire_nowait()  # no trip through the event loop while slots are free
+        except anyio.WouldBlock:
+            await self._slots.acquire()
         if self._free:
             return self._free.pop()
         if self._tls is None:
@@ -239,6 +262,8 @@ class Meter:
         self.reserver = reserver
         self.upstreams = _Upstreams(256, httpx.Timeout(config.upstream_timeout, connect=10.0))
         self._urls: dict[str, httpx.URL] = {}
+        key = config.api_key
+        self._authorization = f"Bearer {key}".encode() if key else None
         self._in_flight = 0
         self.dirty = False
 
@@ -350,45 +375,47 @@ class Meter:
             if target in _METERED:  # parsed once; other targets may carry any query
                 self._urls[target] = url
         headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP_BY_HOP]
-        headers.append((b"accept-encoding", b"identity"))
-        headers.append((b"idempotency-key", attempt.id.encode()))
-        if self.config.api_key:
-            headers.append((b"authorization", f"Bearer {self.config.api_key}".encode()))
-        # A plain Request: the client has no defaults to merge, and build_request's
-        # merging is a measurable share of the meter's time per request.
+        headers += [
+            (b"host", url.netloc),
+            (b"content-length", b"%d" % len(payload)),
+            (b"accept-encoding", b"identity"),
+            (b"idempotency-key", attempt.id.encode()),
+        ]
+        if self._authorization is not None:
+            headers.append((b"authorization", self._authorization))
+        # A plain Request over a ready stream, its framing headers written here: the
+        # client has no defaults to merge, and httpx's encoding of ``content`` is a
+        # measurable share of the meter's time per request.
         return httpx.Request(
             request.method,
             url,
             headers=headers,
-            content=payload,
+            stream=httpx.ByteStream(payload),
             extensions={"timeout": self.upstreams.timeouts},
         )
 
     async def _forward_plain(self, request: Request, attempt: _Attempt) -> Response:
         try:
             upstream = await self._send(
-                self._upstream_request(request, request.body, attempt), attempt, stream=False
+                self._upstream_request(request, request.body, attempt), attempt
             )
-            self._return(attempt)
+            try:
+                content = await _read(upstream)
+            finally:
+                await upstream.aclose()
+                self._return(attempt)
         except httpx.HTTPError as exc:
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
             return openai_error(502, "api_error", "upstream_unreachable", str(exc))
         attempt.http_status = upstream.status_code
         attempt.status = "ok" if upstream.status_code < 400 else "upstream_error"
-        return Response(upstream.status_code, self._headers(upstream), upstream.content)
+        return Response(upstream.status_code, self._headers(upstream), content)
 
-    async def _send(
-        self, request: httpx.Request, attempt: _Attempt, *, stream: bool
-    ) -> httpx.Response:
+    async def _send(self, request: httpx.Request, attempt: _Attempt) -> httpx.Response:
         """Send on a lent transport; it stays lent to ``attempt`` until :meth:`_return`."""
         transport = await self.upstreams.acquire()
         try:
             response = await transport.handle_async_request(request)
-            if not stream:
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
         except BaseException:
             self.upstreams.release(transport)
             raise
@@ -402,7 +429,11 @@ class Meter:
             attempt.lent = None
 
     def _headers(self, upstream: httpx.Response) -> list[tuple[str, str]]:
-        return [(k, v) for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP]
+        return [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in upstream.headers.raw
+            if k.lower() not in _RESPONSE_DROP
+        ]
 
     async def _forward_metered(
         self,
@@ -416,7 +447,7 @@ class Meter:
         target = "/v1/chat/completions" if adapt is not None else request.path
         upstream_request = self._upstream_request(request, payload, attempt, target)
         try:
-            upstream = await self._send(upstream_request, attempt, stream=True)
+            upstream = await self._send(upstream_request, attempt)
         except httpx.ConnectError as exc:  # nothing reached the provider
             attempt.status, attempt.note = "upstream_unreachable", type(exc).__name__
             return openai_error(502, "api_error", "upstream_unreachable", str(exc))
@@ -443,7 +474,7 @@ class Meter:
 
     async def _whole(self, upstream: httpx.Response, attempt: _Attempt, path: str) -> Response:
         try:
-            content = await upstream.aread()
+            content = await _read(upstream)
         except httpx.HTTPError as exc:
             attempt.status, attempt.note, attempt.charge_reserved = "cut", type(exc).__name__, True
             return openai_error(502, "api_error", "upstream_cut", str(exc))
@@ -481,7 +512,11 @@ class Meter:
         parser = SSEParser()
         chat = ChatStream() if path == "/v1/chat/completions" else None
         responses = ResponsesStream() if chat is None else None
-        chunks = upstream.aiter_raw()
+        # The transport's own body stream: identity-encoded bytes as they come, without
+        # httpx's chunker and bookkeeping on top.
+        stream = upstream.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        chunks = _chunks(stream)
         delivered = False
         try:
             async for chunk in chunks:
@@ -520,18 +555,15 @@ class Meter:
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(1):  # read the upstream's end, keep its connection
                     await self._drain(chunks, parser, tracker)
-                aclose = getattr(chunks, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await chunks.aclose()
                 await upstream.aclose()
                 self._return(attempt)
-            if tracker.usage is not None:
-                attempt.usage, attempt.usage_block = tracker.usage, tracker.usage_block
-            elif attempt.status == "ok":
-                attempt.status = "unmetered"
-            if attempt.usage is None:
-                attempt.charge_reserved = True
-            with anyio.CancelScope(shield=True):
+                if tracker.usage is not None:
+                    attempt.usage, attempt.usage_block = tracker.usage, tracker.usage_block
+                elif attempt.status == "ok":
+                    attempt.status = "unmetered"
+                if attempt.usage is None:
+                    attempt.charge_reserved = True
                 await self._finish(attempt)
 
     async def _drain(

@@ -10,6 +10,7 @@ client goes away, so the handler's ``finally`` blocks run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -47,7 +48,7 @@ class Request:
     headers: list[tuple[bytes, bytes]]
     body: bytes
 
-    @property
+    @functools.cached_property
     def path(self) -> str:
         return self.target.split("?", 1)[0]
 
@@ -111,7 +112,8 @@ class _BadRequest(Exception):
 
 
 _MAX_HEAD = 64 * 1024
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# A header name or method is made of these; ``translate`` deletes them, leaving any other.
+_TOKEN_BYTES = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _REASONS = {
     200: b"OK", 201: b"Created", 204: b"No Content", 400: b"Bad Request", 401: b"Unauthorized",
     402: b"Payment Required", 403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed",
@@ -139,7 +141,7 @@ async def _read_request(wire: Wire) -> tuple[Request, bool] | None:
     lines = bytes(wire.buffer[:end]).split(b"\r\n")
     del wire.buffer[: end + 4]
     parts = lines[0].split(b" ")
-    if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN or not parts[1]:
+    if len(parts) != 3 or not parts[0] or parts[0].translate(None, _TOKEN_BYTES) or not parts[1]:
         raise _BadRequest(400, "bad request line")
     method, target, version = parts
     if version not in (b"HTTP/1.1", b"HTTP/1.0"):
@@ -150,7 +152,7 @@ async def _read_request(wire: Wire) -> tuple[Request, bool] | None:
     keep_alive = version == b"HTTP/1.1"
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
-        if not colon or not name or not set(name) <= _TOKEN:
+        if not colon or not name or name.translate(None, _TOKEN_BYTES):
             raise _BadRequest(400, "bad header line")
         name, value = name.lower(), value.strip(b" \t")
         if b"\r" in value or b"\n" in value or b"\0" in value:

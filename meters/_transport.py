@@ -201,8 +201,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         if connection is None:
             connection = await self._connect(origin, timeouts.get("connect"), request)
         try:
-            body = request.content if isinstance(request.stream, httpx.ByteStream) else None
-            if body is None:
+            if isinstance(request.stream, httpx.ByteStream):
+                body = b"".join(request.stream)  # in memory already: one part
+            else:
                 body = b"".join([part async for part in request.stream])  # type: ignore[union-attr]
             head = [request.method.encode(), b" ", url.raw_path, b" HTTP/1.1\r\n"]
             for name, value in request.headers.raw:
