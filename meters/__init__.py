@@ -43,6 +43,7 @@ from ._proxy import LocalReserver, Meter, MeterConfig, MeterStatistics, serve_me
 from ._server import (
     AbortConnection,
     Handler,
+    LastChunk,
     Request,
     Response,
     check_bind_address,
@@ -72,6 +73,7 @@ __all__ = [
     "ChatStream",
     "Granted",
     "Handler",
+    "LastChunk",
     "LeanPool",
     "LeanTransport",
     "Ledger",

@@ -169,3 +169,38 @@ async def test_an_unreachable_upstream_is_recorded(
     (line,) = meters.read_ledger(tmp_path / "ledger.jsonl")
     assert (line.status, line.cost_usd) == ("upstream_unreachable", "0")
     assert (tmp_path / "meta_wire_ledger.json").exists()
+
+
+async def test_an_upstream_that_encodes_anyway_is_decoded_and_metered(
+    tmp_path: Path, prices: meters.PriceTable
+) -> None:
+    """The meter asks for identity; an upstream that gzips its answer regardless is
+    decoded (the client is sent plain JSON and no content-encoding) and its usage read."""
+    import gzip
+
+    usage = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+    answer = {"id": "c1", "object": "chat.completion", "choices": [], "usage": usage}
+
+    async def upstream(request: meters.Request) -> meters.Response:
+        assert request.header("accept-encoding") == "identity"
+        headers = [("content-type", "application/json"), ("content-encoding", "gzip")]
+        return meters.Response(200, headers, gzip.compress(json.dumps(answer).encode()))
+
+    async with anyio.create_task_group() as tg:
+        upstream_port = await tg.start(meters.serve_http, upstream)
+        config = meters.MeterConfig(
+            role="host",
+            upstream=f"http://127.0.0.1:{upstream_port}/v1",
+            prices=prices,
+            ledger_dir=tmp_path,
+        )
+        meter_port = await tg.start(meters.serve_meter, config)
+        async with httpx.AsyncClient() as client:
+            response = await client.post(
+                f"http://127.0.0.1:{meter_port}/v1/chat/completions", json=BODY
+            )
+        tg.cancel_scope.cancel()
+    assert "content-encoding" not in response.headers
+    assert response.json() == answer
+    (line,) = meters.read_ledger(tmp_path / "ledger.jsonl")
+    assert (line.status, line.input_tokens, line.output_tokens) == ("ok", 7, 3)

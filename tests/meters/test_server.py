@@ -9,7 +9,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from meters import AbortConnection, Request, Response, serve_http
+from meters import AbortConnection, LastChunk, Request, Response, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -167,3 +167,33 @@ async def test_a_client_that_leaves_mid_request_or_an_aborted_stream_costs_nothi
         aborted = await exchange(port, b"GET /abort HTTP/1.1\r\n\r\n")
         assert b"7\r\npartial\r\n" in aborted and not aborted.endswith(b"0\r\n\r\n")
         assert (await exchange(port, b"GET /ok HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
+
+
+async def test_a_last_chunk_ends_the_answer_before_the_body_has_finished() -> None:
+    """The meter marks a stream's last bytes so the client has the whole answer before
+    the meter's accounting (the body's ``finally``) runs; here that ``finally`` waits
+    until the client has read the end, which it could not if the end came after it."""
+    released = anyio.Event()
+    finished = anyio.Event()
+
+    async def handler(request: Request) -> Response:
+        async def parts() -> AsyncIterator[bytes]:
+            try:
+                yield b"one"
+                yield LastChunk(b"two")
+                yield b"never sent"
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await released.wait()
+                finished.set()
+
+        return Response(200, [], parts())
+
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve_http, handler)
+        got = await exchange(port, b"GET /last HTTP/1.1\r\nHost: x\r\n\r\n")
+        released.set()
+        with anyio.fail_after(5):
+            await finished.wait()
+        tg.cancel_scope.cancel()
+    assert got.partition(b"\r\n\r\n")[2] == b"3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n"
