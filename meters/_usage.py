@@ -127,9 +127,12 @@ class ChatStream:
 
     def observe(self, event: ServerSentEvent) -> bool:
         """Record what ``event`` says; return True if it is a usage-only chunk."""
-        if event.data.strip() == "[DONE]":
+        data = event.data
+        if data.strip() == "[DONE]":
             self.done = True
             return False
+        if "usage" not in data and "\\u" not in data:
+            return False  # no usage here (nor an escaped key): nothing to decode
         try:
             chunk = _json.decode(event.data)
         except msgspec.DecodeError:
@@ -155,6 +158,8 @@ class ResponsesStream:
         self.terminal: str | None = None
 
     def observe(self, event: ServerSentEvent) -> None:
+        if event.event is not None and event.event not in self.TERMINAL:
+            return  # named, and not the end: nothing to decode
         try:
             body = _json.decode(event.data) if event.data else None
         except msgspec.DecodeError:
