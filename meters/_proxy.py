@@ -14,7 +14,6 @@ is stripped; and the ``x-mw-request-id`` response header.
 
 from __future__ import annotations
 
-import json
 import ssl
 import time
 import uuid
@@ -114,6 +113,7 @@ class LocalReserver:
 
 
 _decode = msgspec.json.Decoder().decode  # faster than json.loads on every request body
+_encode = msgspec.json.Encoder().encode
 
 
 async def _chunks(stream: httpx.AsyncByteStream) -> AsyncGenerator[bytes, None]:
@@ -353,7 +353,7 @@ class Meter:
             attempt.reservation_id = outcome.id
         if self.config.adapt_responses and request.path == "/v1/responses":
             chat, custom = chat_request(body)
-            payload = json.dumps(chat).encode()
+            payload = _encode(chat)
             return await self._forward_metered(request, payload, attempt, False, custom)
         strip_usage = False
         if attempt.streamed and request.path == "/v1/chat/completions":
@@ -361,7 +361,7 @@ class Meter:
             if not options.get("include_usage"):
                 body["stream_options"] = {**options, "include_usage": True}
                 strip_usage = True
-        payload = json.dumps(body).encode() if strip_usage else request.body
+        payload = _encode(body) if strip_usage else request.body
         return await self._forward_metered(request, payload, attempt, strip_usage, None)
 
     def _upstream_request(
@@ -461,8 +461,8 @@ class Meter:
             response = await self._whole(upstream, attempt, target)
             if adapt is not None and upstream.status_code < 400 and attempt.usage is not None:
                 assert isinstance(response.body, bytes)
-                converted = completion_to_response(json.loads(response.body), adapt)
-                response.body = json.dumps(converted).encode()
+                converted = completion_to_response(_decode(response.body), adapt)
+                response.body = _encode(converted)
             return response
         translator = ChatToResponses(attempt.model, adapt) if adapt is not None else None
         body = self._stream(upstream, attempt, target, strip_usage, translator)
