@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -11,6 +12,8 @@ import anyio
 import anyio.abc
 import httpx
 import pytest
+import trustme
+from anyio.streams.tls import TLSListener
 
 from meters._transport import LeanTransport
 
@@ -20,8 +23,11 @@ Answer = Callable[[bytes], bytes | None]  # request bytes -> answer bytes; None:
 
 
 @asynccontextmanager
-async def raw_server(answer: Answer, *, close_after: bool = False) -> AsyncIterator[dict[str, Any]]:
-    """A TCP server: reads one request (head + content-length body), writes ``answer``."""
+async def raw_server(
+    answer: Answer, *, close_after: bool = False, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """A TCP server (TLS with ``tls``): reads one request (head + content-length body),
+    writes ``answer``."""
     state: dict[str, Any] = {"connections": 0, "requests": []}
 
     async def handle(stream: anyio.abc.SocketStream) -> None:
@@ -50,10 +56,14 @@ async def raw_server(answer: Answer, *, close_after: bool = False) -> AsyncItera
                 if close_after:
                     return
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+    listener: anyio.abc.Listener[Any] = (
+        tcp if tls is None else TLSListener(tcp, tls, standard_compatible=False)
+    )
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, handle)
-        state["url"] = f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}"
+        state["url"] = f"{'http' if tls is None else 'https'}://127.0.0.1:{port}"
         yield state
         tg.cancel_scope.cancel()
 
@@ -206,3 +216,38 @@ async def test_a_pool_reuses_returned_connections_and_never_shares_one() -> None
                     pass
     assert server["connections"] == 4
     assert len(server["requests"]) == 8
+
+
+async def test_https_answers_keep_alive_and_a_closed_idle_connection_is_replaced() -> None:
+    """The TLS path (a wire over anyio's TLS stream), against a server whose certificate
+    a throwaway CA signed for 127.0.0.1."""
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    client_tls = ssl.create_default_context()
+    ca.configure_trust(client_tls)
+    whole = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n0\r\n\r\n"
+    replies = iter([whole, chunked, whole])
+    async with raw_server(lambda request: next(replies), tls=server_tls) as server:
+        transport = LeanTransport(client_tls)
+        assert (await get(transport, server["url"])).content == b"ok"
+        assert (await get(transport, server["url"])).content == b"one"
+        assert (await get(transport, server["url"])).content == b"ok"
+        await transport.aclose()
+    assert server["connections"] == 1  # kept alive across all three
+    assert server["requests"][0].startswith(b"POST /v1/x HTTP/1.1\r\n")
+
+    async with raw_server(fixed(whole), close_after=True, tls=server_tls) as server:
+        transport = LeanTransport(client_tls)
+        for _ in range(2):
+            assert (await get(transport, server["url"])).content == b"ok"
+            await anyio.sleep(0.05)  # the server's close reaches us while idle
+        await transport.aclose()
+    assert server["connections"] == 2
+
+    # A certificate nobody vouches for: refused before anything is sent.
+    async with raw_server(fixed(whole), tls=server_tls) as server:
+        with pytest.raises(httpx.ConnectError):
+            await get(LeanTransport(ssl.create_default_context()), server["url"])
+    assert server["requests"] == []
