@@ -86,10 +86,8 @@ class _Release(msgspec.Struct, frozen=True):
     id: str
 
 
-def rebuild_budget(
-    budget: Budget, records: Iterable[Record], ledger: Sequence[LedgerLine] = ()
-) -> list[Reservation]:
-    """Restore ``budget`` from its journal records (and ledger lines); return open leases."""
+def _replay(records: Iterable[Record]) -> tuple[Decimal, dict[str, Reservation]]:
+    """What the journal alone says: the amount settled, and the reservations still open."""
     settled = Decimal(0)
     open_: dict[str, Reservation] = {}
     for rec in records:
@@ -105,10 +103,25 @@ def rebuild_budget(
         elif isinstance(rec, BudgetReclaimed):
             open_.pop(rec.id, None)
             settled += Decimal(rec.charged)
-    charged_by_ledger = {line.reservation_id: line for line in ledger if line.reservation_id}
-    for rid in [rid for rid in open_ if rid in charged_by_ledger]:
+    return settled, open_
+
+
+def _charged_by_ledger(
+    open_: dict[str, Reservation], ledger: Sequence[LedgerLine]
+) -> dict[str, str]:
+    """Open reservations whose attempt has a ledger line: id -> the line's cost."""
+    costs = {line.reservation_id: line.cost_usd for line in ledger if line.reservation_id}
+    return {rid: costs[rid] for rid in open_ if rid in costs}
+
+
+def rebuild_budget(
+    budget: Budget, records: Iterable[Record], ledger: Sequence[LedgerLine] = ()
+) -> list[Reservation]:
+    """Restore ``budget`` from its journal records (and ledger lines); return open leases."""
+    settled, open_ = _replay(records)
+    for rid, cost in _charged_by_ledger(open_, ledger).items():
         del open_[rid]
-        settled += Decimal(charged_by_ledger[rid].cost_usd)
+        settled += Decimal(cost)
     budget.restore(settled, list(open_.values()))
     return list(open_.values())
 
@@ -130,15 +143,14 @@ class BudgetReserver(Actor[Any]):
         self.ctx = ctx
         journal = ctx.runtime.journal
         if journal is not None:
-            records = await journal.replay(*BUDGET_RECORDS)
-            open_in_journal = rebuild_budget(Budget(self.budget.allocation), records)
-            still_open = {r.id for r in rebuild_budget(self.budget, records, self.ledger)}
+            settled, open_ = _replay(await journal.replay(*BUDGET_RECORDS))
             # A meter that wrote its line but died before settling: the ledger settles it,
             # and the journal is told, so it agrees with the ledger on its own.
-            costs = {line.reservation_id: line.cost_usd for line in self.ledger}
-            for lease in open_in_journal:
-                if lease.id not in still_open:
-                    await journal.append(BudgetSettled(id=lease.id, actual=costs[lease.id]))
+            for rid, cost in _charged_by_ledger(open_, self.ledger).items():
+                del open_[rid]
+                settled += Decimal(cost)
+                await journal.append(BudgetSettled(id=rid, actual=cost))
+            self.budget.restore(settled, list(open_.values()))
         return None
 
     async def _record(self, record: Record) -> None:
