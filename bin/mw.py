@@ -457,19 +457,13 @@ def _statuses(runs: Path, tags: list[str]) -> list[dict[str, Any]]:
 
     The daemon adds what only it knows: live mailbox depths, cancellations.
     """
-    import anyio
     import msgspec
 
-    from mw_actors.daemon import Status, campaign_status, connect, daemon_running
+    from mw_actors.daemon import Status, campaign_status, daemon_running
 
     if tags and daemon_running(runs):
-
-        async def ask() -> list[dict[str, Any]]:
-            async with connect(runs) as control:
-                return [dict(await control.request(Status(tag=tag))) for tag in tags]
-
         try:
-            return anyio.run(ask)
+            return [dict(a) for a in _daemon_requests(runs, [Status(tag=tag) for tag in tags])]
         except MwError:  # the daemon went away or does not know it: read the journal
             pass
     return [msgspec.to_builtins(campaign_status(runs / tag)) for tag in tags]
@@ -595,13 +589,18 @@ def _daemon_start(args: argparse.Namespace) -> int:
 
 
 def _daemon_request(runs: Path, request: Any) -> Any:
+    return _daemon_requests(runs, [request])[0]
+
+
+def _daemon_requests(runs: Path, requests: list[Any]) -> list[Any]:
+    """The daemon's answers to ``requests``, asked in turn on one connection."""
     import anyio
 
     from mw_actors.daemon import connect
 
-    async def ask() -> Any:
+    async def ask() -> list[Any]:
         async with connect(runs) as connection:
-            return await connection.request(request)
+            return [await connection.request(request) for request in requests]
 
     return anyio.run(ask)
 
