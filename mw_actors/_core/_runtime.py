@@ -110,7 +110,11 @@ class Runtime:
             log.critical("runtime_failed", error=error.render())
         self._body_scope.cancel()
 
-    async def _run_top(self, root: SupervisorSpec, started: anyio.Event) -> None:
+    def _prepare_top(self, root: SupervisorSpec) -> tuple[Supervisor, ActorContext, _Identity]:
+        """The top supervisor and its address, made before it runs.
+
+        From then on :meth:`_shutdown` can always ask it to stop, however early.
+        """
         top_spec = SupervisorSpec(
             strategy="one_for_one",
             intensity=0,
@@ -129,8 +133,15 @@ class Runtime:
         top = Supervisor(top_spec)
         identity = _Identity("", Mailbox[Envelope](64), self.clock)
         self._top_ref = SupervisorRef(ActorRef(identity))
-        ctx = ActorContext(identity, 0, self, supervisor="")
+        return top, ActorContext(identity, 0, self, supervisor=""), identity
 
+    async def _run_top(
+        self,
+        top: Supervisor,
+        ctx: ActorContext,
+        identity: _Identity,
+        started: anyio.Event,
+    ) -> None:
         def ready() -> None:
             self._root = SupervisorRef(ActorRef(top._by_id["root"].identity))
             started.set()
@@ -230,11 +241,13 @@ async def open_runtime(
         body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             started = anyio.Event()
-            tg.start_soon(rt._run_top, root or SupervisorSpec(), started)
+            tg.start_soon(rt._run_top, *rt._prepare_top(root or SupervisorSpec()), started)
             if handle_signals:
                 tg.start_soon(_watch_signals, rt)
-            await started.wait()
             try:
+                # Inside the try: a caller cancelled while the tree starts still stops it
+                # (the tree runs shielded, and stops only when asked).
+                await started.wait()
                 if rt.failure is None:
                     with rt._body_scope:
                         yield rt

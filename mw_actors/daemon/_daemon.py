@@ -25,7 +25,6 @@ import socket
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -433,31 +432,38 @@ class Daemon:
     ) -> tuple[Callable[[], Any], str]:
         """What runs the campaign, and its allocation in USD."""
         if kind == "serve-learn":
-            from ..serve_learn import CampaignSpec, run_campaign, write_synthetic
+            from ..serve_learn import (
+                CampaignSpec,
+                Submission,
+                keys_for,
+                run_campaign,
+                write_synthetic,
+            )
 
-            fields = dict(spec)
-            dataset = fields.pop("dataset", None)
-            scenario = str(fields["scenario"])
-            if dataset is None:
+            submission = Submission.decode(spec)
+            scenario = submission.scenario
+            if submission.dataset is None:
                 if not scenario.startswith("synthetic_"):
                     raise ConfigError(f"scenario {scenario!r} needs a dataset")
                 dataset_dir = self.runs / ".datasets"
                 if not (dataset_dir / "data" / scenario).is_dir():
                     write_synthetic(dataset_dir, scenario)
             else:
-                dataset_dir = Path(dataset)
-            if "allocation_usd" in fields:
-                fields["allocation_usd"] = Decimal(str(fields["allocation_usd"]))
-            if isinstance(fields.get("latency"), dict):
-                from ..provider import Latency
-
-                try:
-                    fields["latency"] = msgspec.convert(fields["latency"], Latency)
-                except (msgspec.ValidationError, ValueError) as exc:
-                    raise ConfigError(f"spec latency: {exc}", hint="ttft=S,tps=N") from None
-            fields.update(self._remote(fields, secrets))
+                dataset_dir = Path(submission.dataset)
+            settings = submission.settings()
+            # Keys come with the submission (memory only), else from the daemon's own
+            # environment (a campaign it resumes after its own restart).
+            endpoints = settings.get("endpoints", {})
+            settings["secrets"] = keys_for(
+                endpoints.values(), lambda name: secrets.get(name) or self.options.secret(name)
+            )
             campaign_spec = CampaignSpec(
-                tag=tag, dataset=dataset_dir, runs=self.runs, resume=resume, **fields
+                tag=tag,
+                scenario=scenario,
+                dataset=dataset_dir,
+                runs=self.runs,
+                resume=resume,
+                **settings,
             )
             return (lambda: run_campaign(campaign_spec)), str(campaign_spec.allocation_usd)
         if kind == "editing":
@@ -473,24 +479,6 @@ class Daemon:
             allocation = str(loaded.allocation)
             return (lambda: run_editing(loaded, self.runs / tag, editing)), allocation
         raise ConfigError(f"unknown campaign kind {kind!r}; use serve-learn or editing")
-
-    def _remote(self, fields: dict[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:
-        """The spec's remote endpoints, prices and Codex install, decoded; the keys they name."""
-        import meters
-
-        from ..serve_learn import CodexInstall, Endpoint, keys_for
-
-        try:
-            endpoints = msgspec.convert(fields.get("endpoints", {}), dict[str, Endpoint])
-            codex = msgspec.convert(fields.get("codex"), CodexInstall | None)
-        except msgspec.ValidationError as exc:
-            raise ConfigError(f"spec: {exc}") from None
-        prices = fields.get("prices")
-        table = meters.parse_prices(msgspec.json.encode(prices), "spec prices") if prices else None
-        keys = keys_for(
-            endpoints.values(), lambda name: secrets.get(name) or self.options.secret(name)
-        )
-        return {"endpoints": endpoints, "prices": table, "secrets": keys, "codex": codex}
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:
         try:

@@ -28,7 +28,7 @@ Fault = Literal[
 FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 
 
-class Latency(msgspec.Struct, frozen=True, kw_only=True):
+class Latency(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Time to first token and tokens per second (0 = no delay)."""
 
     first_token_seconds: float = 0.0
@@ -40,7 +40,7 @@ class Latency(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError("latency values must be >= 0")
 
 
-class FaultPlan(msgspec.Struct, frozen=True, kw_only=True):
+class FaultPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     plan: list[Fault] = msgspec.field(default_factory=lambda: ["none"])
     retry_after_seconds: int = 1
     latency: Latency = Latency()

@@ -127,6 +127,60 @@ class CampaignSpec:
         return self.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
 
 
+class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A serve-and-learn campaign as a daemon receives it (JSON) and keeps it to resume.
+
+    :class:`CampaignSpec`'s settings in wire types, decoded and checked in one
+    step (an unknown or mistyped field is refused, named); a field left out
+    takes :class:`CampaignSpec`'s default. Keys never travel in it.
+    """
+
+    scenario: str
+    dataset: str | None = None  # None: a synthetic scenario, written where the daemon keeps them
+    method: str | msgspec.UnsetType = msgspec.UNSET
+    model: str | msgspec.UnsetType = msgspec.UNSET
+    train_split: int | msgspec.UnsetType | None = msgspec.UNSET
+    concurrency: int | msgspec.UnsetType = msgspec.UNSET
+    allocation_usd: Decimal | msgspec.UnsetType = msgspec.UNSET
+    waiter: Literal["pipelined", "after_training", "window_by_window"] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+    latency: Latency | msgspec.UnsetType | None = msgspec.UNSET
+    learner_model: str | msgspec.UnsetType = msgspec.UNSET
+    wm_port: int | msgspec.UnsetType | None = msgspec.UNSET
+    endpoints: dict[str, Endpoint] | msgspec.UnsetType = msgspec.UNSET
+    prices: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET  # meters' prices format
+    learner_backend: Literal["builtin", "codex"] | msgspec.UnsetType = msgspec.UNSET
+    codex: CodexInstall | msgspec.UnsetType | None = msgspec.UNSET
+
+    @classmethod
+    def decode(cls, spec: Mapping[str, Any]) -> Submission:
+        """A submitted spec, decoded and checked.
+
+        Raises:
+            ConfigError: a field is unknown, missing or of the wrong type, or bad prices.
+        """
+        try:
+            submission = msgspec.convert(spec, cls)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"campaign spec: {exc}") from None
+        if isinstance(submission.prices, dict):  # checked now: units, dates, every field
+            meters.parse_prices(msgspec.json.encode(submission.prices), "campaign spec prices")
+        return submission
+
+    def settings(self) -> dict[str, Any]:
+        """The fields given, as :class:`CampaignSpec` keywords (prices as a checked table)."""
+        given = {
+            name: value
+            for name in self.__struct_fields__
+            if name not in ("scenario", "dataset")
+            and (value := getattr(self, name)) is not msgspec.UNSET
+        }
+        if isinstance(given.get("prices"), dict):
+            given["prices"] = meters.parse_prices(msgspec.json.encode(given["prices"]))
+        return given
+
+
 class RunDir:
     """``$MW_RUNS/$MW_TAG/``, as DESIGN.md lays it out."""
 

@@ -127,3 +127,49 @@ async def test_mailboxes_are_seen_live_and_observers_see_each_runtime() -> None:
             assert "root/gate" in rt.mailboxes()  # stopped, not removed: it may restart
     async with mw.open_runtime():
         assert len(seen) == 1  # outside the context, nobody is told
+
+
+class SlowStart(mw.Actor[Any]):
+    async def init(self, ctx: mw.ActorContext) -> object:
+        await anyio.sleep(0.3)
+        return None
+
+    async def handle(self, message: Any) -> object:
+        return None
+
+
+_CANCELLED_WHILE_STARTING = """
+import sys, anyio
+sys.path.insert(0, {root!r})
+import mw_actors as mw
+from tests._core.test_runtime import SlowStart
+
+async def main():
+    root = mw.SupervisorSpec(children=[mw.ChildSpec(id="slow", start=SlowStart)])
+    with anyio.move_on_after(0.05) as outer:  # fires while the child's init runs
+        async with mw.open_runtime(journal={journal!r}, root=root):
+            print("the body ran")
+    print("stopped", outer.cancelled_caught)
+
+anyio.run(main, backend={backend!r})
+"""
+
+
+def test_a_caller_cancelled_while_the_tree_starts_still_stops_it(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """The tree runs shielded and stops only when asked: a cancellation that came before
+    the body began must still ask it (it once left the tree running, and the caller hung).
+    In a subprocess, so that the old hang fails here instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    script = _CANCELLED_WHILE_STARTING.format(
+        root=str(Path(__file__).parents[2]), journal=str(tmp_path), backend=anyio_backend
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "stopped True", done.stderr[-2000:]
+    state = assert_one_terminal_per_run(tmp_path)
+    assert state["root/slow"].last_exit == "shutdown"

@@ -365,3 +365,48 @@ def test_cancel_then_resume_over_the_control_socket(runs: Path) -> None:
     assert resumed["state"] == "running"
     final = wait_for(runs, "c", {"completed"})
     assert final["progress"]["cases_served"] == 48
+
+
+@pytest.mark.anyio
+async def test_a_submitted_spec_is_decoded_whole_and_a_bad_field_is_refused_by_name(
+    runs: Path,
+) -> None:
+    from mw_actors.daemon import ListCampaigns, Submit
+    from mw_errors import MwError
+
+    daemon = Daemon(runs, DaemonOptions())
+    bad = {
+        "a field nobody knows": ({"scenario": "synthetic_l1", "concurency": 8}, "concurency"),
+        "a mistyped field": ({"scenario": "synthetic_l1", "concurrency": "8"}, "concurrency"),
+        "a bad latency": ({"scenario": "synthetic_l1", "latency": {"tps": 5}}, "tps"),
+        "a per-token price": (
+            {
+                "scenario": "synthetic_l1",
+                "prices": {
+                    "schema_version": 1,
+                    "date": "2026-11-30",
+                    "models": {
+                        "m": {
+                            "input_per_mtok": "0.0000001",
+                            "cached_input_per_mtok": "0",
+                            "output_per_mtok": "0.4",
+                            "max_output_tokens": 10,
+                        }
+                    },
+                },
+            },
+            "per token",
+        ),
+        "no scenario": ({"method": "blind"}, "scenario"),
+    }
+    with anyio.fail_after(60):  # a spec wrongly taken would start a campaign, not end here
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.serve)
+            async with connect(runs) as control:
+                for why, (spec, named) in bad.items():
+                    with pytest.raises(MwError, match=named) as refused:
+                        await control.request(Submit(kind="serve-learn", tag="bad", spec=spec))
+                    assert "\n" not in str(refused.value), why
+                assert await control.request(ListCampaigns()) == []  # nothing was registered
+            daemon.stop()
+    assert not (runs / "bad").exists()

@@ -94,3 +94,23 @@ def test_wrong_unit_prices_are_refused_at_start(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "looks like a price per token" in result.stderr
+
+
+def test_a_faults_file_is_read_whole_and_a_typo_is_refused_by_name(tmp_path: Path) -> None:
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps({"plan": ["server_error"], "latency": {"tps": 5}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "bin.mw", "provider", "--port", "0", "--faults", str(faults)],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert "tps" in line and "hint:" in line  # the unknown field, named; nothing served
+
+    faults.write_text(json.dumps({"plan": ["server_error"], "latency": {"tokens_per_second": 0}}))
+    provider, url = start("provider", "--port", "0", "--faults", str(faults))
+    try:
+        body = {"model": "local/scripted", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).status_code == 500
+    finally:
+        stop(provider)
