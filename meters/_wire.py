@@ -22,6 +22,7 @@ vocabulary (a 400 for the server, httpx's errors for the transport).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import errno
@@ -55,26 +56,27 @@ class Oversized(Exception):
     """A separator did not come within the limit the caller set."""
 
 
-class Wire:
+class Wire(abc.ABC):
     """A byte connection with a read buffer. Subclasses fill it and send."""
 
     def __init__(self) -> None:
         self.buffer = bytearray()
 
+    @abc.abstractmethod
     async def fill(self, timeout: float | None = None) -> bool:
         """Read what has arrived (waiting up to ``timeout``) into the buffer; False at the end."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def send(self, data: bytes, timeout: float | None = None) -> None:
         """Write all of ``data``, waiting up to ``timeout`` while the peer's window is full."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def stale(self) -> bool:
         """True if the idle connection has ended, or has bytes nobody asked for."""
-        return False
 
+    @abc.abstractmethod
     async def aclose(self) -> None:
-        raise NotImplementedError
+        """Close the connection (a task waiting on it gets :class:`WireBroken`)."""
 
     # -- parsing helpers over the buffer ------------------------------------------------
 
@@ -114,8 +116,9 @@ class Wire:
         return data
 
 
-async def _wait(waiter: Callable[[socket.socket], Awaitable[None]], sock: socket.socket,
-                timeout: float | None) -> None:  # fmt: skip
+async def _wait(
+    waiter: Callable[[socket.socket], Awaitable[None]], sock: socket.socket, timeout: float | None
+) -> None:
     if timeout is None:
         await waiter(sock)
     else:
