@@ -46,9 +46,11 @@ from ._server import (
     LastChunk,
     Request,
     Response,
+    bind_http,
     check_bind_address,
     openai_error,
     serve_http,
+    serve_on,
     serve_until_signal,
 )
 from ._transport import LeanPool, LeanTransport
@@ -61,6 +63,7 @@ from ._usage import (
     chat_usage,
     responses_usage,
 )
+from ._wire import Listener
 
 __all__ = [
     "LEDGER_SCHEMA_VERSION",
@@ -79,6 +82,7 @@ __all__ = [
     "Ledger",
     "LedgerLine",
     "LedgerSummary",
+    "Listener",
     "LocalReserver",
     "Meter",
     "MeterConfig",
@@ -98,6 +102,7 @@ __all__ = [
     "UnpricedModel",
     "Usage",
     "attempt_holder",
+    "bind_http",
     "chat_usage",
     "check_bind_address",
     "encode_summary",
@@ -109,6 +114,7 @@ __all__ = [
     "responses_usage",
     "serve_http",
     "serve_meter",
+    "serve_on",
     "serve_until_signal",
     "summarize",
     "summary_name",

@@ -20,7 +20,6 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,9 +38,18 @@ from ._budget import Blocked, Budget, Granted, Reservation, Reserver
 from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt
 from ._money import usd
 from ._prices import PriceTable
-from ._server import AbortConnection, LastChunk, Request, Response, openai_error, serve_http
+from ._server import (
+    AbortConnection,
+    LastChunk,
+    Request,
+    Response,
+    bind_http,
+    openai_error,
+    serve_on,
+)
 from ._transport import LeanTransport
 from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
+from ._wire import Listener
 
 __all__ = ["LocalReserver", "Meter", "MeterConfig", "MeterStatistics", "serve_meter"]
 
@@ -293,6 +301,20 @@ class Meter:
             self.ledger.write_summary()
             log.warning("meter_recovered_lost_attempts", role=self.config.role, count=len(lost))
         return lost
+
+    async def serve(self, listeners: list[Listener], *, summary_every: float = 1.0) -> None:
+        """Serve on ``listeners`` until cancelled (then they are closed).
+
+        The summary is rewritten within ``summary_every`` seconds of a change.
+        Close the meter after.
+        """
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve_on, self, listeners)
+            while True:
+                await anyio.sleep(summary_every)
+                if self.dirty:
+                    self.dirty = False
+                    await anyio.to_thread.run_sync(self.ledger.write_summary)
 
     def statistics(self) -> MeterStatistics:
         summary = self.ledger.summary()
@@ -635,14 +657,9 @@ async def serve_meter(
     meter = Meter(config, reserver)
     try:
         await meter.recover()
-        async with anyio.create_task_group() as tg:
-            bound = await tg.start(partial(serve_http, meter, host=host, port=port))
-            task_status.started(bound)
-            while True:
-                await anyio.sleep(summary_every)
-                if meter.dirty:
-                    meter.dirty = False
-                    await anyio.to_thread.run_sync(meter.ledger.write_summary)
+        listeners = bind_http(host, port)
+        task_status.started(listeners[0].port)
+        await meter.serve(listeners, summary_every=summary_every)
     finally:
         with anyio.CancelScope(shield=True):
             await meter.aclose()

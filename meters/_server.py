@@ -31,9 +31,11 @@ __all__ = [
     "LastChunk",
     "Request",
     "Response",
+    "bind_http",
     "check_bind_address",
     "openai_error",
     "serve_http",
+    "serve_on",
     "serve_until_signal",
 ]
 
@@ -314,24 +316,24 @@ async def _serve_connection(wire: Wire, handler: Handler) -> None:
         await wire.aclose()
 
 
-async def serve_http(
-    handler: Handler,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    allow_non_loopback: bool = False,
-    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve ``handler`` until cancelled; report the bound port through ``task_status``.
+def bind_http(
+    host: str = "127.0.0.1", port: int = 0, *, allow_non_loopback: bool = False
+) -> list[Listener]:
+    """Listen on every address of ``host`` (loopback only unless allowed), one port for all.
+
+    Serve them with :func:`serve_on`; close them with ``close()`` if they are never served.
 
     Raises:
         ConfigError: a non-loopback ``host`` without ``allow_non_loopback``.
         OSError: the port is taken.
     """
     check_bind_address(host, allow_non_loopback=allow_non_loopback)
-    listeners = listen(host, port)
+    return listen(host, port)
+
+
+async def serve_on(handler: Handler, listeners: list[Listener]) -> None:
+    """Serve ``handler`` on ``listeners`` until cancelled; close them on the way out."""
     try:
-        task_status.started(listeners[0].port)
 
         async def handle(wire: Wire) -> None:
             try:
@@ -349,6 +351,25 @@ async def serve_http(
     finally:
         for listener in listeners:
             listener.close()
+
+
+async def serve_http(
+    handler: Handler,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    allow_non_loopback: bool = False,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``handler`` until cancelled; report the bound port through ``task_status``.
+
+    Raises:
+        ConfigError: a non-loopback ``host`` without ``allow_non_loopback``.
+        OSError: the port is taken.
+    """
+    listeners = bind_http(host, port, allow_non_loopback=allow_non_loopback)
+    task_status.started(listeners[0].port)
+    await serve_on(handler, listeners)
 
 
 async def serve_until_signal(

@@ -76,7 +76,7 @@ from ._core._supervisor import (
     supervisor,
 )
 from ._core._views import ActorView, SupervisionView
-from ._metering import serve_journaled_meter
+from ._metering import MeterActor, MeterPlace, MeterStats, serve_journaled_meter
 from ._reserver import (
     BUDGET_RECORDS,
     BudgetReclaimed,
@@ -131,6 +131,9 @@ __all__ = [
     "MailboxClosed",
     "MailboxFull",
     "MailboxStatistics",
+    "MeterActor",
+    "MeterPlace",
+    "MeterStats",
     "MwError",
     "Overflow",
     "ProcessActor",

@@ -1,4 +1,12 @@
-"""A standalone wire meter whose budget survives ``kill -9``.
+"""Wire meters as supervised actors, and a standalone meter whose budget survives ``kill -9``.
+
+:class:`MeterActor` serves one meter (``meters.Meter``) from inside a
+runtime: it listens in ``init`` (so its port is known when it is ready),
+serves and rewrites its summary in ``run``, answers :class:`MeterStats`
+asks from its mailbox, and closes the meter (its final summary) in
+``terminate``. Its :class:`MeterPlace` outlives its runs: a restarted meter
+listens on the port its clients already use. Stopping it cancels the
+requests in flight, each of which still writes its ledger line and settles.
 
 ``mw meter --allocation`` runs the meter in front of the runtime's
 :class:`BudgetReserver`, which journals every reservation (as evidence, before
@@ -16,14 +24,82 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import msgspec
 
 import meters
 
+from ._core._actor import Actor, ActorContext
+from ._core._records import ExitReason
 from ._core._runtime import open_runtime
 from ._core._spec import ChildSpec
 from ._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 
-__all__ = ["serve_journaled_meter"]
+__all__ = ["MeterActor", "MeterPlace", "MeterStats", "serve_journaled_meter"]
+
+
+class MeterStats(msgspec.Struct, frozen=True):
+    """Ask a :class:`MeterActor` for its ``meters.MeterStatistics``."""
+
+
+class MeterPlace:
+    """Where a meter listens, kept across its restarts (0 until it first binds)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+
+class MeterActor(Actor[Any]):
+    """A wire meter under a supervisor; see the module's docstring."""
+
+    def __init__(
+        self,
+        config: meters.MeterConfig,
+        place: MeterPlace,
+        reserver: meters.Reserver | None = None,
+        *,
+        summary_every: float = 1.0,
+    ) -> None:
+        self.config = config
+        self.place = place
+        self.reserver = reserver
+        self.summary_every = summary_every
+        self.meter: meters.Meter | None = None
+        self.listeners: list[meters.Listener] = []
+
+    async def init(self, ctx: ActorContext) -> object:
+        self.meter = meters.Meter(self.config, self.reserver)
+        await self.meter.recover()
+        self.listeners = meters.bind_http(self.place.host, self.place.port)
+        self.place.port = self.listeners[0].port
+        ctx.log.info("meter_listening", role=self.config.role, port=self.place.port)
+        return None
+
+    async def run(self, ctx: ActorContext) -> None:
+        assert self.meter is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(self.meter.serve, self.listeners, summary_every=self.summary_every)
+            )
+            await super().run(ctx)  # the mailbox, until it is closed
+            tg.cancel_scope.cancel()
+
+    async def handle(self, message: Any) -> object:
+        if isinstance(message, MeterStats):
+            assert self.meter is not None
+            return self.meter.statistics()
+        raise TypeError(f"a meter takes MeterStats asks, not {type(message).__name__}")
+
+    async def terminate(self, ctx: ActorContext, reason: ExitReason, interrupted: bool) -> None:
+        for listener in self.listeners:  # closed by serve already, unless it never ran
+            listener.close()
+        if self.meter is not None:
+            with anyio.CancelScope(shield=True):
+                await self.meter.aclose()
 
 
 async def serve_journaled_meter(
@@ -51,6 +127,12 @@ async def serve_journaled_meter(
                 start=lambda: BudgetReserver(allocation, lease_seconds=lease_seconds, ledger=lines),
             )
         )
-        serve = partial(meters.serve_meter, config, port=port, reserver=ReserverClient(reserver))
-        async with anyio.create_task_group() as tg:
-            task_status.started(await tg.start(serve))
+        place = MeterPlace(port=port)
+        await runtime.spawn(
+            ChildSpec(
+                id=f"{config.role}-meter",
+                start=lambda: MeterActor(config, place, ReserverClient(reserver)),
+            )
+        )
+        task_status.started(place.port)
+        await anyio.sleep_forever()

@@ -24,7 +24,6 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,6 @@ from meters import (
     MeterConfig,
     encode_summary,
     read_ledger,
-    serve_meter,
     summarize,
     usd,
     write_atomically,
@@ -60,6 +58,7 @@ from .._core._runtime import open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
 from .._lock import campaign_lock
+from .._metering import MeterActor, MeterPlace
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 from ._actions import load_actions
 from ._config import Grading, Loaded, Trial
@@ -418,32 +417,34 @@ class TrialScheduler(Actor[Any]):
             api_key=self.options.secrets.get(policy.credential_env),
             allocation_usd=envelope,
         )
-        refused: MwError | None = None  # raised outside the task group, not in a group
+        # The trial's meter is an actor of the runtime, for this trial only (temporary:
+        # removed when it stops; stopping it writes and settles every attempt in flight).
+        root = self.ctx.runtime.root
+        place = MeterPlace()
+        meter_id = f"policy-meter-{trial.id}"
+        await root.start_child(
+            ChildSpec(
+                id=meter_id,
+                start=lambda: MeterActor(config, place, LocalReserver(Budget(envelope))),
+                restart="temporary",
+            )
+        )
         try:
-            async with anyio.create_task_group() as tg:
-                port = await tg.start(
-                    partial(serve_meter, config, reserver=LocalReserver(Budget(envelope)))
-                )
-                try:
-                    await run_policy(
-                        ctx,
-                        policy,
-                        f"http://127.0.0.1:{port}",
-                        turns=min(self.loaded.config.limits.policy_turns, policy.max_turns),
-                        output_tokens=self.loaded.config.limits.output_tokens,
-                        record_dir=self.layout.policy(trial.id),
-                        run_root=self.layout.root,
-                    )
-                except MwError as exc:
-                    refused = exc
-                finally:
-                    tg.cancel_scope.cancel()
+            await run_policy(
+                ctx,
+                policy,
+                f"http://127.0.0.1:{place.port}",
+                turns=min(self.loaded.config.limits.policy_turns, policy.max_turns),
+                output_tokens=self.loaded.config.limits.output_tokens,
+                record_dir=self.layout.policy(trial.id),
+                run_root=self.layout.root,
+            )
         finally:
+            with anyio.CancelScope(shield=True):
+                await root.terminate_child(meter_id)
             path = ledger_dir / "ledger.jsonl"
             lines = read_ledger(path) if path.exists() else []
             self.spent = Decimal(summarize(lines, "host").cost_usd)
-        if refused is not None:
-            raise refused
 
     async def _edit(self, trial: Trial, envelope: Decimal) -> ArtifactHashes:
         original = self.loaded.resolve(self.loaded.config.student.path) / "model.safetensors"

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,10 +41,11 @@ from mw_errors import ConfigError, ProviderRefused, SandboxUnavailable
 
 from .._core._actor import Actor, ActorContext, ActorRef
 from .._core._journal import Journal, read_journal
-from .._core._runtime import open_runtime
+from .._core._runtime import Runtime, open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
 from .._lock import campaign_lock
+from .._metering import MeterActor, MeterPlace
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 from ..provider import (
     LOCAL_PRICES,
@@ -733,16 +733,17 @@ async def _start_learner(
     spec: CampaignSpec,
     run: RunDir,
     services: anyio.abc.TaskGroup,
-    metering: anyio.abc.TaskGroup,
+    rt: Runtime,
     reserver: ReserverClient,
     method: Mwm,
 ) -> int:
     """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
     config = await start_upstream(spec, "learner", run.root / "learner", services)
-    port = spec.wm_port + 1 if spec.wm_port is not None else 0
-    bound: int = await metering.start(
-        partial(meters.serve_meter, config, port=port, reserver=reserver)
+    place = MeterPlace(port=spec.wm_port + 1 if spec.wm_port is not None else 0)
+    await rt.root.start_child(
+        ChildSpec(id="learner-meter", start=lambda: MeterActor(config, place, reserver))
     )
+    bound = place.port
     method.endpoint = LearnerEndpoint(
         f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )
@@ -864,58 +865,59 @@ async def _run(
                     )
                 )
             reserver = await rt.root.child("reserver")
-            # The meter lives inside the runtime: stopping it waits for every in-flight
-            # attempt to write its line and settle with the reserver, before the end.
-            async with anyio.create_task_group() as metering:
-                meter_port = await metering.start(
-                    partial(
-                        meters.serve_meter,
-                        config,
-                        port=spec.wm_port or 0,
-                        reserver=ReserverClient(reserver),
+            # The wire meters are actors of the runtime. Stopping them, before the end is
+            # written, waits for every attempt in flight to write its line and settle.
+            host_meter = MeterPlace(port=spec.wm_port or 0)
+            await rt.root.start_child(
+                ChildSpec(
+                    id="host-meter",
+                    start=lambda: MeterActor(config, host_meter, ReserverClient(reserver)),
+                )
+            )
+            meter_port = host_meter.port
+            learner_port = None
+            if isinstance(shared.method, Mwm):
+                learner_port = await _start_learner(
+                    spec, run, services, rt, ReserverClient(reserver), shared.method
+                )
+            _stamp(spec, run, schedule, meter_port, learner_port)
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{meter_port}/v1",
+                timeout=600.0,
+                transport=meters.LeanPool(),  # no pool walk per request
+            ) as client:
+                shared.client = client
+                campaign = await rt.root.start_child(
+                    supervisor(
+                        "campaign",
+                        SupervisorSpec(
+                            strategy="rest_for_one",
+                            intensity=5,
+                            period=60,
+                            children=[ChildSpec(id="learner", start=lambda: Learner(shared))],
+                        ),
                     )
                 )
-                learner_port = None
-                if isinstance(shared.method, Mwm):
-                    learner_port = await _start_learner(
-                        spec, run, services, metering, ReserverClient(reserver), shared.method
+                del campaign
+                campaign_ref = await rt.root.child_supervisor("campaign")
+                learner = await campaign_ref.child("learner")
+                await campaign_ref.start_child(
+                    ChildSpec(
+                        id="stream", start=lambda: Stream(shared, learner), restart="transient"
                     )
-                _stamp(spec, run, schedule, meter_port, learner_port)
-                async with httpx.AsyncClient(
-                    base_url=f"http://127.0.0.1:{meter_port}/v1",
-                    timeout=600.0,
-                    transport=meters.LeanPool(),  # no pool walk per request
-                ) as client:
-                    shared.client = client
-                    campaign = await rt.root.start_child(
-                        supervisor(
-                            "campaign",
-                            SupervisorSpec(
-                                strategy="rest_for_one",
-                                intensity=5,
-                                period=60,
-                                children=[ChildSpec(id="learner", start=lambda: Learner(shared))],
-                            ),
-                        )
-                    )
-                    del campaign
-                    campaign_ref = await rt.root.child_supervisor("campaign")
-                    learner = await campaign_ref.child("learner")
-                    await campaign_ref.start_child(
-                        ChildSpec(
-                            id="stream", start=lambda: Stream(shared, learner), restart="transient"
-                        )
-                    )
-                    await campaign_ref.start_child(
-                        ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient")
-                    )
-                    if on_started is not None:
-                        on_started()
-                    await shared.waiter_done.wait()
-                    await shared.stream_done.wait()
-                    if not shared.blocked.is_set():
-                        await shared.learner_done.wait()
-                metering.cancel_scope.cancel()
+                )
+                await campaign_ref.start_child(
+                    ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient")
+                )
+                if on_started is not None:
+                    on_started()
+                await shared.waiter_done.wait()
+                await shared.stream_done.wait()
+                if not shared.blocked.is_set():
+                    await shared.learner_done.wait()
+            if learner_port is not None:
+                await rt.root.terminate_child("learner-meter")
+            await rt.root.terminate_child("host-meter")
             state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
             await journal.append(CampaignEnded(state=state))
             overhead = sorted(shared.overhead) or [0.0]
