@@ -16,6 +16,7 @@ receipt, and ends the trial with exactly one :class:`TrialEnded`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -440,8 +441,8 @@ class TrialScheduler(Actor[Any]):
                 run_root=self.layout.root,
             )
         finally:
-            with anyio.CancelScope(shield=True):
-                await root.terminate_child(meter_id)
+            with anyio.CancelScope(shield=True), contextlib.suppress(KeyError):
+                await root.terminate_child(meter_id)  # gone already if it crashed
             path = ledger_dir / "ledger.jsonl"
             lines = read_ledger(path) if path.exists() else []
             self.spent = Decimal(summarize(lines, "host").cost_usd)
