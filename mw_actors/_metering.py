@@ -76,7 +76,6 @@ class MeterActor(Actor[Any]):
         await self.meter.recover()
         self.listeners = meters.bind_http(self.place.host, self.place.port)
         self.place.port = self.listeners[0].port
-        ctx.log.info("meter_listening", role=self.config.role, port=self.place.port)
         return None
 
     async def run(self, ctx: ActorContext) -> None:
