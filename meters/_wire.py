@@ -203,6 +203,17 @@ def _readiness(sock: socket.socket) -> _Readiness:
     return _LoopReadiness(sock, loop)
 
 
+async def _until_ready(wait: Awaitable[None]) -> None:
+    """Await a readiness wait; the socket closed under it is a broken wire.
+
+    (Once closed, the socket itself refuses every read and write: ``EBADF``.)
+    """
+    try:
+        await wait
+    except anyio.ClosedResourceError:
+        raise WireBroken("the connection was closed") from None
+
+
 class SocketWire(Wire):
     """A plain TCP connection on a non-blocking socket."""
 
@@ -220,12 +231,7 @@ class SocketWire(Wire):
             try:
                 data = self.sock.recv(_READ_SIZE)
             except BlockingIOError:
-                if self._closed:
-                    raise WireBroken("the connection is closed") from None
-                try:
-                    await self._readable.wait(timeout)
-                except anyio.ClosedResourceError:
-                    raise WireBroken("the connection was closed") from None
+                await _until_ready(self._readable.wait(timeout))
                 continue
             except OSError as exc:
                 raise WireBroken(exc.strerror or type(exc).__name__) from None
@@ -240,12 +246,7 @@ class SocketWire(Wire):
             try:
                 sent = self.sock.send(view)
             except BlockingIOError:
-                if self._closed:
-                    raise WireBroken("the connection is closed") from None
-                try:
-                    await _wait(anyio.wait_writable, self.sock, timeout)
-                except anyio.ClosedResourceError:
-                    raise WireBroken("the connection was closed") from None
+                await _until_ready(_wait(anyio.wait_writable, self.sock, timeout))
                 continue
             except OSError as exc:
                 raise WireBroken(exc.strerror or type(exc).__name__) from None
