@@ -441,6 +441,7 @@ class Daemon:
             )
 
             submission = Submission.decode(spec)
+            settings = submission.settings()  # every field checked before anything is written
             scenario = submission.scenario
             if submission.dataset is None:
                 if not scenario.startswith("synthetic_"):
@@ -450,7 +451,6 @@ class Daemon:
                     write_synthetic(dataset_dir, scenario)
             else:
                 dataset_dir = Path(submission.dataset)
-            settings = submission.settings()
             # Keys come with the submission (memory only), else from the daemon's own
             # environment (a campaign it resumes after its own restart).
             endpoints = settings.get("endpoints", {})

@@ -155,29 +155,32 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     @classmethod
     def decode(cls, spec: Mapping[str, Any]) -> Submission:
-        """A submitted spec, decoded and checked.
+        """A submitted spec, decoded (its prices are checked by :meth:`settings`).
 
         Raises:
-            ConfigError: a field is unknown, missing or of the wrong type, or bad prices.
+            ConfigError: a field is unknown, missing or of the wrong type.
         """
         try:
-            submission = msgspec.convert(spec, cls)
+            return msgspec.convert(spec, cls)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"campaign spec: {exc}") from None
-        if isinstance(submission.prices, dict):  # checked now: units, dates, every field
-            meters.parse_prices(msgspec.json.encode(submission.prices), "campaign spec prices")
-        return submission
 
     def settings(self) -> dict[str, Any]:
-        """The fields given, as :class:`CampaignSpec` keywords (prices as a checked table)."""
+        """The fields given, as :class:`CampaignSpec` keywords (prices as a checked table).
+
+        Raises:
+            ConfigError: the prices are malformed or in the wrong unit.
+        """
         given = {
             name: value
             for name in self.__struct_fields__
             if name not in ("scenario", "dataset")
             and (value := getattr(self, name)) is not msgspec.UNSET
         }
-        if isinstance(given.get("prices"), dict):
-            given["prices"] = meters.parse_prices(msgspec.json.encode(given["prices"]))
+        if isinstance(given.get("prices"), dict):  # units, dates, every field
+            given["prices"] = meters.parse_prices(
+                msgspec.json.encode(given["prices"]), "campaign spec prices"
+            )
         return given
 
 
