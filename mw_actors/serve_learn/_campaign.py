@@ -732,6 +732,26 @@ async def start_upstream(
     )
 
 
+async def _start_meter(
+    rt: Runtime, child_id: str, config: meters.MeterConfig, port: int, reserver: ReserverClient
+) -> int:
+    """A wire meter as a child of the root (``port`` 0: any free one); the port it took."""
+    place = MeterPlace(port=port)
+    await rt.root.start_child(
+        ChildSpec(id=child_id, start=lambda: MeterActor(config, place, reserver))
+    )
+    return place.port
+
+
+def acting_client(meter_port: int) -> httpx.AsyncClient:
+    """The acting loop's client of its host meter (episodes reach the model through it)."""
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{meter_port}/v1",
+        timeout=600.0,
+        transport=meters.LeanPool(),  # no pool walk per request
+    )
+
+
 async def _start_learner(
     spec: CampaignSpec,
     run: RunDir,
@@ -742,11 +762,8 @@ async def _start_learner(
 ) -> int:
     """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
     config = await start_upstream(spec, "learner", run.root / "learner", services)
-    place = MeterPlace(port=spec.wm_port + 1 if spec.wm_port is not None else 0)
-    await rt.root.start_child(
-        ChildSpec(id="learner-meter", start=lambda: MeterActor(config, place, reserver))
-    )
-    bound = place.port
+    port = spec.wm_port + 1 if spec.wm_port is not None else 0
+    bound = await _start_meter(rt, "learner-meter", config, port, reserver)
     method.endpoint = LearnerEndpoint(
         f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )
@@ -870,25 +887,16 @@ async def _run(
             reserver = await rt.root.child("reserver")
             # The wire meters are actors of the runtime. Stopping them, before the end is
             # written, waits for every attempt in flight to write its line and settle.
-            host_meter = MeterPlace(port=spec.wm_port or 0)
-            await rt.root.start_child(
-                ChildSpec(
-                    id="host-meter",
-                    start=lambda: MeterActor(config, host_meter, ReserverClient(reserver)),
-                )
+            meter_port = await _start_meter(
+                rt, "host-meter", config, spec.wm_port or 0, ReserverClient(reserver)
             )
-            meter_port = host_meter.port
             learner_port = None
             if isinstance(shared.method, Mwm):
                 learner_port = await _start_learner(
                     spec, run, services, rt, ReserverClient(reserver), shared.method
                 )
             _stamp(spec, run, schedule, meter_port, learner_port)
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{meter_port}/v1",
-                timeout=600.0,
-                transport=meters.LeanPool(),  # no pool walk per request
-            ) as client:
+            async with acting_client(meter_port) as client:
                 shared.client = client
                 campaign = await rt.root.start_child(
                     supervisor(

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from functools import partial
 
 import anyio
-import httpx
 
 import meters
 from mw_errors import ConfigError
@@ -34,6 +33,7 @@ from ._campaign import (
     _check_model,
     _episode,
     _prepare_scenario,
+    acting_client,
     ended_unknown,
     probe_endpoints,
     start_upstream,
@@ -115,11 +115,7 @@ async def _test_ready_windows(
         config = await start_upstream(spec, "host", shared.run.root, services)
         async with anyio.create_task_group() as metering:
             meter_port = await metering.start(partial(meters.serve_meter, config))
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{meter_port}/v1",
-                timeout=600.0,
-                transport=meters.LeanPool(),  # no pool walk per request
-            ) as client:
+            async with acting_client(meter_port) as client:
                 shared.client = client
                 for window in shared.plan.windows:
                     tests = [t for t in shared.scenario.test if t.window == window.window]
