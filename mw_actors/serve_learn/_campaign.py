@@ -163,7 +163,10 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         try:
             return msgspec.convert(spec, cls)
         except msgspec.ValidationError as exc:
-            raise ConfigError(f"campaign spec: {exc}") from None
+            raise ConfigError(
+                f"campaign spec: {exc}",
+                hint="the fields are mw serve-learn run's settings; see `mw serve-learn run -h`",
+            ) from None
 
     def settings(self) -> dict[str, Any]:
         """The fields given, as :class:`CampaignSpec` keywords (prices as a checked table).

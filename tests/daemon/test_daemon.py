@@ -407,6 +407,7 @@ async def test_a_submitted_spec_is_decoded_whole_and_a_bad_field_is_refused_by_n
                     with pytest.raises(MwError, match=named) as refused:
                         await control.request(Submit(kind="serve-learn", tag="bad", spec=spec))
                     assert "\n" not in str(refused.value), why
+                assert refused.value.hint, why  # what to do about it
                 assert await control.request(ListCampaigns()) == []  # nothing was registered
             daemon.stop()
     assert not (runs / "bad").exists()
