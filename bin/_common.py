@@ -16,13 +16,19 @@ __all__ = ["bwrap_override", "configure_logging", "git_commit", "run_command"]
 
 
 def configure_logging(verbose: bool) -> None:
-    """Structlog events go to stderr, so stdout carries only a command's answer."""
+    """Structlog events go to stderr, so stdout carries only a command's answer.
+
+    Tracebacks are plain: a frame's local variables (a request's headers and
+    body, a config's key) never reach a log.
+    """
     level = logging.DEBUG if verbose else logging.WARNING
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
-            structlog.dev.ConsoleRenderer(colors=False),
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            ),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),

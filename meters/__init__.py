@@ -1,7 +1,7 @@
 """meters: wire meters for model providers (a library of its own; never imports mw_actors).
 
-Prices, usage extraction, the ledger and budget arithmetic live here; the
-proxy that uses them lands next (issue 3). Errors root at
+Prices, usage extraction, the ledger, budget arithmetic, the endpoints a
+meter forwards and the proxy that uses them live here. Errors root at
 :class:`mw_errors.MeterError`.
 """
 
@@ -46,6 +46,7 @@ from ._server import (
     LastChunk,
     Request,
     Response,
+    ServerLimits,
     bind_http,
     check_bind_address,
     openai_error,
@@ -98,6 +99,7 @@ __all__ = [
     "ResponsesEvents",
     "ResponsesStream",
     "SSEParser",
+    "ServerLimits",
     "ServerSentEvent",
     "UnpricedModel",
     "Usage",

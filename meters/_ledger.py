@@ -51,6 +51,8 @@ Status = Literal[
     "client_disconnected",  # the client left; usage read on for a bounded time
     "refused",  # not forwarded: unpriced model or a body that is not JSON
     "lost",  # the meter died with the attempt in flight: charged its reservation on restart
+    "overrun",  # the upstream passed the output reserved: charged in full (a cut stream: reserved)
+    "meter_error",  # the meter failed on the request: charged by usage, else reserved if sent
 ]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 

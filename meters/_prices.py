@@ -97,6 +97,14 @@ class PriceTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         )
         return total / MILLION
 
+    def output_ceiling(self, model: str, requested: int | None) -> int:
+        """The output tokens a request is reserved for: its own limit, else the model's.
+
+        Raises:
+            UnpricedModel: the table has no price for ``model``.
+        """
+        return self.price(model).max_output_tokens if requested is None else requested
+
     def worst_case(self, model: str, input_tokens: int, output_tokens: int | None) -> Decimal:
         """The most a request can cost: all input uncached, output at its ceiling."""
         price = self.price(model)

@@ -38,11 +38,13 @@ from ._budget import Blocked, Budget, Granted, Reservation, Reserver
 from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt
 from ._money import usd
 from ._prices import PriceTable
+from ._routes import ROUTES, BadTarget, route_listing, split_target
 from ._server import (
     AbortConnection,
     LastChunk,
     Request,
     Response,
+    ServerLimits,
     bind_http,
     openai_error,
     serve_on,
@@ -68,7 +70,6 @@ _HOP_BY_HOP = {
     b"proxy-authorization",
 }
 _RESPONSE_DROP = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
-_METERED = ("/v1/chat/completions", "/v1/responses")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class MeterConfig:
     upstream_timeout: float = 600.0
     # The upstream speaks only Chat Completions: translate /v1/responses (the learner's).
     adapt_responses: bool = False
+    server: ServerLimits = field(default_factory=ServerLimits)
 
     def __repr__(self) -> str:  # belt and braces: no key in any repr
         return (
@@ -121,12 +123,30 @@ class LocalReserver:
 
 
 _decode = msgspec.json.Decoder().decode  # faster than json.loads on every request body
+
+
+def decode_json(data: bytes) -> Any:
+    """JSON, or ValueError: malformed, or nested past msgspec's recursion bound."""
+    try:
+        return _decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"the body is not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError("the body is JSON nested too deeply") from None
+
+
 _encode = msgspec.json.Encoder().encode
 
 
 async def _chunks(stream: httpx.AsyncByteStream) -> AsyncGenerator[bytes, None]:
-    async for part in stream:
-        yield part
+    parts = aiter(stream)
+    try:
+        async for part in parts:
+            yield part
+    finally:  # a stream cut half-read (an overrun) closes the transport's reader, too
+        aclose = getattr(parts, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 async def _read(response: httpx.Response) -> bytes:
@@ -145,11 +165,33 @@ async def _read(response: httpx.Response) -> bytes:
 
 
 def _output_bound(body: dict[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    """The largest output limit the body names (an upstream may honour any of them)."""
+    bounds = [
+        value
+        for key in ("max_completion_tokens", "max_tokens", "max_output_tokens")
+        if isinstance(value := body.get(key), int) and not isinstance(value, bool) and value > 0
+    ]
+    return max(bounds, default=None)
+
+
+def _choices(body: dict[str, Any]) -> int:
+    """How many answers the request asks for (Chat's ``n``): each may use the output limit."""
+    n = body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
+def _refuse(attempt: _Attempt, status: int, code: str, message: str) -> Response:
+    """Refuse the attempt before anything is reserved or sent."""
+    attempt.status, attempt.http_status = "refused", status
+    return openai_error(status, "invalid_request_error", code, message)
+
+
+class _Overrun(Exception):
+    """A streamed answer passed the output it was reserved for."""
+
+
+# The error a translated (Responses) stream ends with, by the attempt's status.
+_CUT_CODES = {"cut": "upstream_cut", "overrun": "upstream_overrun", "meter_error": "meter_error"}
 
 
 class _Upstreams:
@@ -249,6 +291,9 @@ class _Attempt:
     reservation_id: str | None = None
     note: str = ""
     charge_reserved: bool = False
+    output_ceiling: int = 0  # the output tokens reserved for
+    cleared: bool = False  # reserved (or no budget to reserve from): it may go upstream
+    sent: bool = False  # handed to the upstream transport
     done: bool = False
     lent: LeanTransport | None = None  # until the upstream response is closed
 
@@ -309,7 +354,7 @@ class Meter:
         Close the meter after.
         """
         async with anyio.create_task_group() as tg:
-            tg.start_soon(serve_on, self, listeners)
+            tg.start_soon(serve_on, self, listeners, self.config.server)
             while True:
                 await anyio.sleep(summary_every)
                 if self.dirty:
@@ -329,10 +374,19 @@ class Meter:
     # -- the handler ------------------------------------------------------------------
 
     async def __call__(self, request: Request) -> Response:
-        attempt = _Attempt(id=uuid.uuid4().hex, endpoint=request.path, started=time.time())
+        attempt = _Attempt(id=uuid.uuid4().hex, endpoint=request.path[:200], started=time.time())
         self._in_flight += 1
         try:
             response = await self._handle(request, attempt)
+        except Exception:
+            # A bug of the meter's, on this request: one line, no internals to the client.
+            log.error("meter_failed", role=self.config.role, attempt=attempt.id, exc_info=True)
+            attempt.status, attempt.http_status = "meter_error", 500
+            attempt.charge_reserved = attempt.sent and attempt.usage is None
+            response = openai_error(
+                500, "api_error", "meter_error",
+                f"the meter failed on this request (id {attempt.id}); its log says why",
+            )  # fmt: skip
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._finish(attempt)
@@ -343,24 +397,59 @@ class Meter:
         return response
 
     async def _handle(self, request: Request, attempt: _Attempt) -> Response:
-        if request.method != "POST" or request.path not in _METERED:
-            return await self._forward_plain(request, attempt)
         try:
-            body = _decode(request.body)
+            path, _ = split_target(request.target)
+        except BadTarget as exc:
+            return _refuse(attempt, 400, "bad_target", f"{exc}; ask for one of {route_listing()}")
+        rule = ROUTES.get((request.method, path))
+        if rule is None:
+            message = (
+                f"{request.method} {path} is not forwarded here; ask for one of {route_listing()}"
+            )
+            return _refuse(attempt, 404, "unknown_endpoint", message)
+        if rule == "free":
+            return await self._forward_free(request, attempt)
+        try:
+            body = decode_json(request.body)
             if not isinstance(body, dict):
-                raise ValueError
-        except (ValueError, msgspec.DecodeError):
-            attempt.status, attempt.http_status = "refused", 400
-            return openai_error(400, "invalid_request_error", "invalid_json", "body is not JSON")
+                raise ValueError("the body is not a JSON object")
+            options = body.get("stream_options")
+            if options is not None and not isinstance(options, dict):
+                raise ValueError("stream_options is not an object")
+        except ValueError as exc:
+            return _refuse(attempt, 400, "invalid_json", str(exc))
         attempt.model = str(body.get("model", ""))
         attempt.streamed = bool(body.get("stream"))
         try:
+            attempt.output_ceiling = _choices(body) * self.config.prices.output_ceiling(
+                attempt.model, _output_bound(body)
+            )
             worst = self.config.prices.worst_case(
-                attempt.model, len(request.body), _output_bound(body)
+                attempt.model, len(request.body), attempt.output_ceiling
             )
         except UnpricedModel as exc:
-            attempt.status, attempt.http_status = "refused", 400
-            return openai_error(400, "invalid_request_error", exc.code, exc.message)
+            return _refuse(attempt, 400, exc.code, exc.message)
+        blocked = await self._reserve(attempt, worst)
+        if blocked is not None:
+            return blocked
+        if self.config.adapt_responses and rule == "responses":
+            chat, custom = chat_request(body)
+            payload = _encode(chat)
+            return await self._forward_metered(request, payload, attempt, False, custom)
+        strip_usage = False
+        if attempt.streamed and rule == "chat":
+            options = body.get("stream_options") or {}
+            if not options.get("include_usage"):
+                body["stream_options"] = {**options, "include_usage": True}
+                strip_usage = True
+        payload = _encode(body) if strip_usage else request.body
+        return await self._forward_metered(request, payload, attempt, strip_usage, None)
+
+    async def _reserve(self, attempt: _Attempt, worst: Decimal) -> Response | None:
+        """Reserve ``worst`` for the attempt: None once it may go upstream, else the 429.
+
+        Only a cleared attempt gets the upstream key (:meth:`_upstream_request`).
+        """
         attempt.reserved = worst
         if self.reserver is not None:
             holder = attempt_holder(self.config.role, attempt.id, attempt.endpoint, attempt.model)
@@ -373,18 +462,8 @@ class Meter:
                 )
                 return openai_error(429, "insufficient_quota", "budget_blocked", message)
             attempt.reservation_id = outcome.id
-        if self.config.adapt_responses and request.path == "/v1/responses":
-            chat, custom = chat_request(body)
-            payload = _encode(chat)
-            return await self._forward_metered(request, payload, attempt, False, custom)
-        strip_usage = False
-        if attempt.streamed and request.path == "/v1/chat/completions":
-            options = body.get("stream_options") or {}
-            if not options.get("include_usage"):
-                body["stream_options"] = {**options, "include_usage": True}
-                strip_usage = True
-        payload = _encode(body) if strip_usage else request.body
-        return await self._forward_metered(request, payload, attempt, strip_usage, None)
+        attempt.cleared = True
+        return None
 
     def _upstream_request(
         self, request: Request, payload: bytes, attempt: _Attempt, target: str | None = None
@@ -394,7 +473,7 @@ class Meter:
         if url is None:
             base = self.config.upstream.rstrip("/")
             url = httpx.URL(base + (target.removeprefix("/v1") if base.endswith("/v1") else target))
-            if target in _METERED:  # parsed once; other targets may carry any query
+            if "?" not in target:  # parsed once; a query may be anything
                 self._urls[target] = url
         headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP_BY_HOP]
         headers += [
@@ -403,6 +482,8 @@ class Meter:
             (b"accept-encoding", b"identity"),
             (b"idempotency-key", attempt.id.encode()),
         ]
+        if not attempt.cleared:  # by construction: every route reserves before it forwards
+            raise AssertionError("an attempt that was not reserved was about to be forwarded")
         if self._authorization is not None:
             headers.append((b"authorization", self._authorization))
         # A plain Request over a ready stream, its framing headers written here: the
@@ -416,7 +497,11 @@ class Meter:
             extensions={"timeout": self.upstreams.timeouts},
         )
 
-    async def _forward_plain(self, request: Request, attempt: _Attempt) -> Response:
+    async def _forward_free(self, request: Request, attempt: _Attempt) -> Response:
+        """A free route (the key probe): reserved at $0, forwarded whole, charged $0."""
+        blocked = await self._reserve(attempt, Decimal(0))
+        if blocked is not None:
+            return blocked
         try:
             upstream = await self._send(
                 self._upstream_request(request, request.body, attempt), attempt
@@ -436,6 +521,7 @@ class Meter:
     async def _send(self, request: httpx.Request, attempt: _Attempt) -> httpx.Response:
         """Send on a lent transport; it stays lent to ``attempt`` until :meth:`_return`."""
         transport = await self.upstreams.acquire()
+        attempt.sent = True  # from here on the provider may have seen it
         try:
             response = await transport.handle_async_request(request)
         except BaseException:
@@ -483,7 +569,7 @@ class Meter:
             response = await self._whole(upstream, attempt, target)
             if adapt is not None and upstream.status_code < 400 and attempt.usage is not None:
                 assert isinstance(response.body, bytes)
-                converted = completion_to_response(_decode(response.body), adapt)
+                converted = completion_to_response(decode_json(response.body), adapt)
                 response.body = _encode(converted)
             return response
         translator = ChatToResponses(attempt.model, adapt) if adapt is not None else None
@@ -505,9 +591,9 @@ class Meter:
             self._return(attempt)
         block = None
         try:
-            decoded = _decode(content)
+            decoded = decode_json(content)
             block = decoded.get("usage") if isinstance(decoded, dict) else None
-        except (ValueError, msgspec.DecodeError):
+        except ValueError:
             attempt.note = "the body is not JSON"
         self._take_usage(attempt, block, path)
         if upstream.status_code >= 400:
@@ -534,6 +620,7 @@ class Meter:
         parser = SSEParser()
         chat = ChatStream() if path == "/v1/chat/completions" else None
         responses = ResponsesStream() if chat is None else None
+        tracker: ChatStream | ResponsesStream = chat or responses  # type: ignore[assignment]
         # The transport's own body stream: identity-encoded bytes as they come, without
         # httpx's chunker and bookkeeping on top.
         stream = upstream.stream
@@ -549,6 +636,8 @@ class Meter:
                             continue
                     elif responses is not None:
                         responses.observe(event)
+                    if tracker.token_events > attempt.output_ceiling:
+                        raise _Overrun  # this event was not reserved for: it is not relayed
                     out += b"".join(translator.feed(event.raw)) if translator else event.raw
                 if (chat is not None and chat.done) or (responses and responses.terminal):
                     break  # the protocol's last event: end the client's stream now
@@ -560,23 +649,32 @@ class Meter:
             out += b"".join(translator.finish()) if translator is not None else parser.tail()
             delivered = True
             yield LastChunk(out)
-        except httpx.HTTPError as exc:
-            attempt.status, attempt.note = "cut", type(exc).__name__
-            if translator is None:
-                raise AbortConnection from exc  # the client sees the cut, as from the upstream
+        except Exception as exc:  # a cut, an overrun, or a bug of the meter's
+            if isinstance(exc, httpx.HTTPError):
+                attempt.status, attempt.note = "cut", type(exc).__name__
+            elif isinstance(exc, _Overrun):
+                attempt.status, attempt.charge_reserved = "overrun", True
+                attempt.note = (
+                    f"the upstream streamed past the {attempt.output_ceiling} output tokens "
+                    "reserved for it; the meter cut it there"
+                )
+            else:
+                log.error("meter_failed", role=self.config.role, attempt=attempt.id, exc_info=True)
+                attempt.status = "meter_error"
             delivered = True
-            yield LastChunk(b"".join(translator.finish(error="upstream_cut")))  # response.failed
+            if translator is None:
+                raise AbortConnection from None  # the client sees the cut, as from the upstream
+            yield LastChunk(b"".join(translator.finish(error=_CUT_CODES[attempt.status])))
         finally:
-            tracker = chat if chat is not None else responses
-            assert tracker is not None
-            if not delivered and attempt.status != "cut":
+            if not delivered:
                 # The client went away: keep reading, for a bounded time, to learn the usage.
                 attempt.status = "client_disconnected"
                 with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.drain_seconds):
-                    await self._drain(chunks, parser, tracker)
+                    await self._drain(chunks, parser, tracker, attempt)
             with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(1):  # read the upstream's end, keep its connection
-                    await self._drain(chunks, parser, tracker)
+                if attempt.status != "overrun":  # an overrun's upstream is closed at once
+                    with anyio.move_on_after(1):  # read the upstream's end, keep its connection
+                        await self._drain(chunks, parser, tracker, attempt)
                 await chunks.aclose()
                 await upstream.aclose()
                 self._return(attempt)
@@ -593,13 +691,18 @@ class Meter:
         chunks: AsyncIterator[bytes],
         parser: SSEParser,
         tracker: ChatStream | ResponsesStream,
+        attempt: _Attempt,
     ) -> None:
         # Read to the end (the caller bounds the time): a stream abandoned half-read
-        # leaves httpx's inner iterators to the garbage collector.
+        # leaves httpx's inner iterators to the garbage collector. An upstream that
+        # passes its reserved output meanwhile is not read further.
         try:
             async for chunk in chunks:
                 for event in parser.feed(chunk):
                     tracker.observe(event)
+                if tracker.token_events > attempt.output_ceiling:
+                    attempt.status = "overrun"
+                    return
         except httpx.HTTPError:
             return
 
@@ -613,6 +716,11 @@ class Meter:
         self._in_flight -= 1
         if attempt.usage is not None and attempt.model != "-":
             cost = self.config.prices.cost(attempt.model, attempt.usage)
+            if cost > attempt.reserved and attempt.status in ("ok", "client_disconnected"):
+                # The upstream ignored the request's limit: it is charged in full, and
+                # the allocation it overdraws refuses every request after it.
+                attempt.status = "overrun"
+                attempt.note = f"usage past the reservation of ${usd(attempt.reserved)}"
         elif attempt.charge_reserved:
             cost = attempt.reserved
         else:

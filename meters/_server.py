@@ -31,6 +31,7 @@ __all__ = [
     "LastChunk",
     "Request",
     "Response",
+    "ServerLimits",
     "bind_http",
     "check_bind_address",
     "openai_error",
@@ -70,6 +71,29 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one client may hold of the server, so that none can starve the others.
+
+    ``idle_seconds``: a kept-alive connection waiting for its next request;
+    ``request_seconds``: from a request's first byte to its last (a slow head
+    or body gets 408); ``send_seconds``: a client that reads nothing of its
+    answer for this long is dropped; ``max_connections``: connections served at
+    once (one more is answered 503 and closed).
+    """
+
+    idle_seconds: float = 120.0
+    request_seconds: float = 30.0
+    send_seconds: float = 120.0
+    max_connections: int = 1024
+
+    def __post_init__(self) -> None:
+        if min(self.idle_seconds, self.request_seconds, self.send_seconds) <= 0:
+            raise ConfigError("server timeouts must be > 0 seconds")
+        if self.max_connections < 1:
+            raise ConfigError("max_connections must be >= 1")
 
 
 def openai_error(status: int, kind: str, code: str, message: str) -> Response:
@@ -126,12 +150,32 @@ _REASONS = {
 }  # fmt: skip
 
 
-async def _read_request(wire: Wire) -> tuple[Request, bool] | None:
+async def _read_request(wire: Wire, limits: ServerLimits) -> tuple[Request, bool] | None:
     """The next request and whether the connection stays open after it; None at the end.
 
+    None too for a connection idle past ``limits.idle_seconds``; a request begun
+    must be whole within ``limits.request_seconds``.
+
     Raises:
-        _BadRequest: a malformed request (answered with its status, then closed).
+        _BadRequest: a malformed or slow request (answered with its status, then closed).
     """
+    if not wire.buffer:
+        try:
+            if not await wire.fill(limits.idle_seconds):
+                return None
+        except TimeoutError:
+            return None
+    wire.deadline = anyio.current_time() + limits.request_seconds
+    try:
+        return await _parse_request(wire)
+    except TimeoutError:
+        seconds = f"{limits.request_seconds:g}"
+        raise _BadRequest(408, f"the request did not arrive whole within {seconds} s") from None
+    finally:
+        wire.deadline = None
+
+
+async def _parse_request(wire: Wire) -> tuple[Request, bool] | None:
     try:
         end = await wire.until(b"\r\n\r\n", _MAX_HEAD)
     except Oversized:
@@ -223,10 +267,10 @@ async def _read_chunked(wire: Wire) -> bytes:
             raise _BadRequest(400, "chunk not followed by CRLF")
 
 
-async def _send(wire: Wire, data: bytes) -> None:
+async def _send(wire: Wire, data: bytes, timeout: float | None) -> None:
     try:
-        await wire.send(data)
-    except WireBroken as exc:
+        await wire.send(data, timeout)
+    except (WireBroken, TimeoutError) as exc:  # gone, or not reading its answer
         raise _Disconnected from exc
 
 
@@ -237,7 +281,14 @@ def _head(status: int, headers: list[tuple[str, str]], extra: list[bytes]) -> li
     return parts + extra
 
 
-async def _respond(wire: Wire, response: Response, *, keep_alive: bool, head_only: bool) -> None:
+async def _respond(
+    wire: Wire,
+    response: Response,
+    *,
+    keep_alive: bool,
+    head_only: bool,
+    send_seconds: float | None = None,
+) -> None:
     """Write ``response``: a whole body in one send; a stream as chunks, each as it comes.
 
     A :class:`LastChunk` goes out with the stream's end in one send, and the
@@ -249,7 +300,7 @@ async def _respond(wire: Wire, response: Response, *, keep_alive: bool, head_onl
         bodiless = head_only or response.status in (204, 304)
         length = [] if response.status in (204, 304) else [b"content-length: %d\r\n" % len(body)]
         parts = _head(response.status, response.headers, [*length, *close, b"\r\n"])
-        await _send(wire, b"".join(parts) + (b"" if bodiless else body))
+        await _send(wire, b"".join(parts) + (b"" if bodiless else body), send_seconds)
         return
     # The head goes out with the first chunk: one send, one wake-up of the client.
     extra = [b"transfer-encoding: chunked\r\n", *close, b"\r\n"]
@@ -261,15 +312,15 @@ async def _respond(wire: Wire, response: Response, *, keep_alive: bool, head_onl
                 if chunk and not head_only:
                     pending += b"%x\r\n%s\r\n" % (len(chunk), chunk)
                     if not last:
-                        await _send(wire, pending)
+                        await _send(wire, pending, send_seconds)
                         pending = b""
                 if last:
                     break
         except AbortConnection:
             if pending:  # the head still goes: the client sees the answer begin, then break
-                await _send(wire, pending)
+                await _send(wire, pending, send_seconds)
             raise _Disconnected from None
-        await _send(wire, pending + b"0\r\n\r\n")
+        await _send(wire, pending + b"0\r\n\r\n", send_seconds)
     finally:
         aclose = getattr(body, "aclose", None)
         if aclose is not None:
@@ -277,11 +328,11 @@ async def _respond(wire: Wire, response: Response, *, keep_alive: bool, head_onl
                 await aclose()
 
 
-async def _serve_connection(wire: Wire, handler: Handler) -> None:
+async def _serve_connection(wire: Wire, handler: Handler, limits: ServerLimits) -> None:
     try:
         while True:
             try:
-                read = await _read_request(wire)
+                read = await _read_request(wire, limits)
             except _BadRequest as exc:
                 with anyio.move_on_after(1), contextlib.suppress(_Disconnected):
                     answer = Response(
@@ -296,9 +347,9 @@ async def _serve_connection(wire: Wire, handler: Handler) -> None:
             request, keep_alive = read
             try:
                 response = await handler(request)
-            except Exception as exc:  # a handler bug must not kill the server
-                log.exception("handler_failed", path=request.path)
-                response = Response(500, [("content-type", "text/plain")], repr(exc).encode())
+            except Exception:  # a handler bug must not kill the server, nor show its internals
+                log.error("handler_failed", exc_info=True)
+                response = Response(500, [("content-type", "text/plain")], b"internal error")
             if any(k.lower() == "connection" and "close" in v.lower() for k, v in response.headers):
                 keep_alive = False
                 response.headers = [
@@ -306,7 +357,11 @@ async def _serve_connection(wire: Wire, handler: Handler) -> None:
                 ]
             try:
                 await _respond(
-                    wire, response, keep_alive=keep_alive, head_only=request.method == "HEAD"
+                    wire,
+                    response,
+                    keep_alive=keep_alive,
+                    head_only=request.method == "HEAD",
+                    send_seconds=limits.send_seconds,
                 )
             except _Disconnected:
                 return
@@ -331,15 +386,26 @@ def bind_http(
     return listen(host, port)
 
 
-async def serve_on(handler: Handler, listeners: list[Listener]) -> None:
+async def serve_on(
+    handler: Handler, listeners: list[Listener], limits: ServerLimits | None = None
+) -> None:
     """Serve ``handler`` on ``listeners`` until cancelled; close them on the way out."""
+    limits = limits or ServerLimits()
+    serving = 0
     try:
 
         async def handle(wire: Wire) -> None:
+            nonlocal serving
+            if serving >= limits.max_connections:
+                await _turn_away(wire)
+                return
+            serving += 1
             try:
-                await _serve_connection(wire, handler)
+                await _serve_connection(wire, handler, limits)
             except Exception:  # one broken connection must not stop the server
-                log.exception("connection_failed")
+                log.error("connection_failed", exc_info=True)
+            finally:
+                serving -= 1
 
         async def serve(listener: Listener) -> None:
             while True:
@@ -353,12 +419,23 @@ async def serve_on(handler: Handler, listeners: list[Listener]) -> None:
             listener.close()
 
 
+async def _turn_away(wire: Wire) -> None:
+    """Answer a connection past the bound with 503 and close it."""
+    busy = Response(
+        503, [("content-type", "text/plain"), ("retry-after", "1")], b"too many connections"
+    )
+    with anyio.move_on_after(1), contextlib.suppress(_Disconnected):
+        await _respond(wire, busy, keep_alive=False, head_only=False, send_seconds=1)
+    await wire.aclose()
+
+
 async def serve_http(
     handler: Handler,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
     allow_non_loopback: bool = False,
+    limits: ServerLimits | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``handler`` until cancelled; report the bound port through ``task_status``.
@@ -369,7 +446,7 @@ async def serve_http(
     """
     listeners = bind_http(host, port, allow_non_loopback=allow_non_loopback)
     task_status.started(listeners[0].port)
-    await serve_on(handler, listeners)
+    await serve_on(handler, listeners, limits)
 
 
 async def serve_until_signal(

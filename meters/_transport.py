@@ -18,8 +18,9 @@ upstream closed is noticed before it is used again.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
 import httpx
@@ -80,17 +81,17 @@ class _Body(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._chunked:
-            async for part in self._read_chunked():
-                yield part
+            parts = self._read_chunked()
         elif self._length is not None:
-            async for part in self._read_length(self._length):
-                yield part
+            parts = self._read_length(self._length)
         else:
-            async for part in self._read_to_close():
+            parts = self._read_to_close()
+        async with contextlib.aclosing(parts):  # a body left half-read is closed, not collected
+            async for part in parts:
                 yield part
         self._complete = True
 
-    async def _read_length(self, remaining: int) -> AsyncIterator[bytes]:
+    async def _read_length(self, remaining: int) -> AsyncGenerator[bytes, None]:
         connection = self._connection
         while remaining:
             if not connection.buffer and not await connection.receive(self._timeout, self._request):
@@ -143,7 +144,7 @@ class _Body(httpx.AsyncByteStream):
         del buffer[: stop + 2]
         return data
 
-    async def _read_chunked(self) -> AsyncIterator[bytes]:
+    async def _read_chunked(self) -> AsyncGenerator[bytes, None]:
         """Chunks as they arrive; those that arrived together are handed on together."""
         while True:
             parts: list[bytes] = []
@@ -164,7 +165,7 @@ class _Body(httpx.AsyncByteStream):
                     "peer closed connection in a chunked body", request=self._request
                 )
 
-    async def _read_to_close(self) -> AsyncIterator[bytes]:
+    async def _read_to_close(self) -> AsyncGenerator[bytes, None]:
         connection = self._connection
         connection.reusable = False
         while True:

@@ -117,13 +117,49 @@ def _parse_event(raw: bytes) -> ServerSentEvent:
     return ServerSentEvent(event, "\n".join(data), raw)
 
 
+_OUTPUT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+
+
+def _output_deltas(choices: Any) -> int:
+    """How many of a chunk's choices carry output (each such delta is at least one token)."""
+    count = 0
+    for choice in choices if isinstance(choices, list) else ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            continue
+        calls = delta.get("tool_calls")
+        if any(delta.get(name) for name in _OUTPUT_FIELDS) or (
+            isinstance(calls, list) and any(_call_carries_output(call) for call in calls)
+        ):
+            count += 1
+    return count
+
+
+def _call_carries_output(call: Any) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    return isinstance(function, dict) and bool(function.get("arguments") or function.get("name"))
+
+
+def _decode(data: str) -> Any:
+    try:
+        return _json.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
 class ChatStream:
-    """Follows a streamed Chat Completion: usage, and which chunks only carry usage."""
+    """Follows a streamed Chat Completion: usage, output deltas, usage-only chunks.
+
+    ``token_events`` counts the choice deltas that carried output: a lower bound
+    on the output tokens streamed so far, which the meter holds against the
+    output it reserved for.
+    """
 
     def __init__(self) -> None:
         self.usage: Usage | None = None
         self.usage_block: dict[str, Any] | None = None
         self.done = False
+        self.token_events = 0
 
     def observe(self, event: ServerSentEvent) -> bool:
         """Record what ``event`` says; return True if it is a usage-only chunk."""
@@ -131,14 +167,10 @@ class ChatStream:
         if data.strip() == "[DONE]":
             self.done = True
             return False
-        if "usage" not in data and "\\u" not in data:
-            return False  # no usage here (nor an escaped key): nothing to decode
-        try:
-            chunk = _json.decode(event.data)
-        except msgspec.DecodeError:
-            return False
+        chunk = _decode(data)
         if not isinstance(chunk, dict):
             return False
+        self.token_events += _output_deltas(chunk.get("choices"))
         block = chunk.get("usage")
         if isinstance(block, dict):
             self.usage = chat_usage(block)
@@ -156,15 +188,18 @@ class ResponsesStream:
         self.usage: Usage | None = None
         self.usage_block: dict[str, Any] | None = None
         self.terminal: str | None = None
+        self.token_events = 0  # output deltas (text, reasoning, arguments): as ChatStream's
 
     def observe(self, event: ServerSentEvent) -> None:
-        if event.event is not None and event.event not in self.TERMINAL:
+        name = event.event
+        if name is not None and name not in self.TERMINAL:
+            if name.endswith(".delta"):
+                self.token_events += 1
             return  # named, and not the end: nothing to decode
-        try:
-            body = _json.decode(event.data) if event.data else None
-        except msgspec.DecodeError:
-            return
-        kind = event.event or (body.get("type") if isinstance(body, dict) else None)
+        body = _decode(event.data) if event.data else None
+        kind = name or (body.get("type") if isinstance(body, dict) else None)
+        if isinstance(kind, str) and kind.endswith(".delta"):
+            self.token_events += 1
         if kind not in self.TERMINAL or not isinstance(body, dict):
             return
         self.terminal = kind

@@ -15,9 +15,10 @@ the same interface.
 
 Errors: the end of the stream is ``False`` from :meth:`Wire.fill` (or ``None``
 from the helpers); a broken connection raises :class:`WireBroken`; a wait past
-its timeout raises ``TimeoutError``; a separator that does not come within its
-limit raises :class:`Oversized`. Callers translate these into their own
-vocabulary (a 400 for the server, httpx's errors for the transport).
+its timeout, or a helper past the wire's ``deadline``, raises ``TimeoutError``;
+a separator that does not come within its limit raises :class:`Oversized`.
+Callers translate these into their own vocabulary (a 400 for the server,
+httpx's errors for the transport).
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ class Wire(abc.ABC):
 
     def __init__(self) -> None:
         self.buffer = bytearray()
+        # A time (anyio's clock) by which the helpers below must be done, else TimeoutError:
+        # the server sets it while it reads a request, so a slow sender cannot hold it.
+        self.deadline: float | None = None
+
+    def _wait_for(self, timeout: float | None) -> float | None:
+        """The wait a helper may take now: ``timeout``, cut to what the deadline leaves."""
+        if self.deadline is None:
+            return timeout
+        left = self.deadline - anyio.current_time()
+        if left <= 0:
+            raise TimeoutError("past the deadline")
+        return left if timeout is None else min(timeout, left)
 
     @abc.abstractmethod
     async def fill(self, timeout: float | None = None) -> bool:
@@ -91,7 +104,7 @@ class Wire(abc.ABC):
             if len(self.buffer) > limit:
                 raise Oversized(f"no {separator!r} within {limit} bytes")
             start = max(0, len(self.buffer) - len(separator) + 1)
-            if not await self.fill(timeout):
+            if not await self.fill(self._wait_for(timeout)):
                 return None
         if end > limit:
             raise Oversized(f"no {separator!r} within {limit} bytes")
@@ -109,7 +122,7 @@ class Wire(abc.ABC):
     async def exactly(self, count: int, timeout: float | None = None) -> bytes | None:
         """The next ``count`` bytes; None if the stream ends first."""
         while len(self.buffer) < count:
-            if not await self.fill(timeout):
+            if not await self.fill(self._wait_for(timeout)):
                 return None
         data = bytes(self.buffer[:count])
         del self.buffer[:count]

@@ -37,11 +37,14 @@ def synthetic_campaign(
 
 
 def start_server(
-    *args: str, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, module: str = "bin.mw"
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``mw ARGS`` (a provider or a meter); return it and its URL once it says it listens."""
+    """Start ``mw ARGS`` (a provider or a meter); return it and its URL once it says it listens.
+
+    ``module`` runs another entry point with the same flags (a test's planted fault).
+    """
     process = subprocess.Popen(
-        [sys.executable, "-m", "bin.mw", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

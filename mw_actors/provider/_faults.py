@@ -24,6 +24,7 @@ Fault = Literal[
     "cut_before_usage",  # the stream ends cleanly but without its usage chunk
     "slow_drip",  # one delta every `drip_seconds`
     "malformed_json",  # a body or chunk that is not JSON
+    "ignore_max_tokens",  # the answer runs past the request's max_tokens (a provider's bug)
 ]
 FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 

@@ -31,7 +31,8 @@ _SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True):
-    requests: int
+    received: int  # every request that reached the provider, whatever it was
+    requests: int  # those answered by the engine or a fault
     by_fault: dict[str, int]
     input_tokens: int
     output_tokens: int
@@ -61,9 +62,11 @@ class Provider:
         self._ids = itertools.count(1)
         self._by_fault: dict[str, int] = {}
         self._input = self._output = 0
+        self._received = 0
 
     def statistics(self) -> ProviderStatistics:
         return ProviderStatistics(
+            received=self._received,
             requests=sum(self._by_fault.values()),
             by_fault=dict(self._by_fault),
             input_tokens=self._input,
@@ -71,6 +74,7 @@ class Provider:
         )
 
     async def __call__(self, request: Request) -> Response:
+        self._received += 1
         if self._authorization and request.header("authorization") != self._authorization:
             self._by_fault["unauthorized"] = self._by_fault.get("unauthorized", 0) + 1
             return openai_error(
@@ -107,10 +111,47 @@ class Provider:
 
     # -- shared ------------------------------------------------------------------
 
-    async def _answer(self, turn: Turn) -> Reply:
+    async def _answer(self, turn: Turn, fault: str) -> Reply:
         if self.engine.blocking:
-            return await anyio.to_thread.run_sync(self.engine.respond, turn)
-        return self.engine.respond(turn)
+            reply = await anyio.to_thread.run_sync(self.engine.respond, turn)
+        else:
+            reply = self.engine.respond(turn)
+        if turn.max_tokens is None or fault == "ignore_max_tokens":
+            return reply
+        return self._within(reply, turn.max_tokens)
+
+    def _within(self, reply: Reply, limit: int) -> Reply:
+        """``reply`` cut to ``limit`` output tokens, as a provider stops at ``max_tokens``.
+
+        Reasoning comes first, then the text; tool calls that no longer fit are
+        dropped whole (a call cut in half is no call). The cut is ``truncated``.
+        """
+        count = self.tokens.count
+        calls = sum(count(call.name + call.arguments_json) for call in reply.tool_calls)
+        if reply.completion_tokens:
+            if reply.completion_tokens <= limit:
+                return reply  # the engine's model counted, and stopped, itself
+        elif count(reply.reasoning) + count(reply.content) + calls <= limit:
+            return reply
+        reasoning = self._first_tokens(reply.reasoning, limit)
+        content = self._first_tokens(reply.content, limit - count(reasoning))
+        used = count(reasoning) + count(content)
+        fits = used + calls <= limit
+        return msgspec.structs.replace(
+            reply,
+            reasoning=reasoning,
+            content=content,
+            tool_calls=reply.tool_calls if fits else [],
+            completion_tokens=min(reply.completion_tokens, limit),
+            truncated=True,
+        )
+
+    def _first_tokens(self, text: str, limit: int) -> str:
+        """The longest run of ``text``'s first tokens that counts at most ``limit``."""
+        pieces = self.tokens.pieces(text)[: max(limit, 0)] if text else []
+        while pieces and self.tokens.count("".join(pieces)) > limit:
+            pieces.pop()  # a prefix re-tokenized can count one more than it was cut at
+        return "".join(pieces)
 
     def _usage_counts(self, turn: Turn, reply: Reply) -> tuple[int, int]:
         """Prompt and completion tokens, as the engine's model measured them.
@@ -163,7 +204,7 @@ class Provider:
             tools=body.get("tools") or [],
             max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
         )
-        reply = await self._answer(turn)
+        reply = await self._answer(turn, fault)
         prompt_tokens, completion_tokens = self._usage_counts(turn, reply)
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -289,7 +330,7 @@ class Provider:
             tools=body.get("tools") or [],
             max_tokens=body.get("max_output_tokens"),
         )
-        reply = await self._answer(turn)
+        reply = await self._answer(turn, fault)
         input_tokens, output_tokens = self._usage_counts(turn, reply)
         usage = {
             "input_tokens": input_tokens,

@@ -51,8 +51,9 @@ async def open_wire(
     reserver: meters.Reserver | None = None,
     adapt_responses: bool = False,
     engine: Engine | None = None,
+    provider_key: str | None = None,
 ) -> AsyncIterator[Wire]:
-    provider = Provider(engine or ScriptedEngine(SCRIPT), faults)
+    provider = Provider(engine or ScriptedEngine(SCRIPT), faults, api_key=provider_key)
     async with anyio.create_task_group() as tg:
         provider_port = await tg.start(serve_provider, provider)
         config = meters.MeterConfig(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import meters
 from tests.processes import start_server as start
 from tests.processes import stop_server as stop
 
@@ -47,6 +49,39 @@ def test_provider_and_meter_processes(tmp_path: Path) -> None:
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace")
+
+
+def test_a_meter_bug_is_logged_without_a_key_a_header_or_a_body(tmp_path: Path) -> None:
+    """A handler crash: a ``meter_error`` line, a 500 with no internals, a log with no locals."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    client_key, words = "sk-client-3f9a1c", "the-words-of-a-private-prompt"
+    provider, provider_url = start("provider", "--port", "0")
+    try:
+        meter, meter_url = start(
+            "--role", "host", "--port", "0", "--upstream", f"{provider_url}/v1",
+            "--key-env", "TEST_PROVIDER_KEY", "--prices", str(prices),
+            "--ledger-dir", str(tmp_path / "ledger"), "--allocation", "0.50",
+            env={"TEST_PROVIDER_KEY": SECRET}, module="tests.meters.meter_crash_child",
+        )  # fmt: skip
+        body = {"model": "local/scripted", "messages": [{"role": "user", "content": words}]}
+        headers = {"authorization": f"Bearer {client_key}"}
+        response = httpx.post(
+            f"{meter_url}/v1/chat/completions", json=body, headers=headers, timeout=10
+        )
+        meter.send_signal(signal.SIGTERM)
+        _, log = meter.communicate(timeout=20)
+    finally:
+        stop(provider)
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "meter_error"
+    assert "planted" not in response.text and "Error" not in response.text  # no internals
+    assert "meter_failed" in log and "planted" in log  # the log says what broke, and where
+    for secret in (SECRET, client_key, words):
+        assert secret not in log
+    (line,) = meters.read_ledger(tmp_path / "ledger" / "ledger.jsonl")
+    assert (line.status, line.http_status) == ("meter_error", 500)
+    assert line.cost_usd == line.reserved_usd  # it was sent, and its usage is unknown
 
 
 @pytest.mark.parametrize(

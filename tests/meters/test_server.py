@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 import anyio
 import anyio.abc
 import pytest
 
-from meters import AbortConnection, LastChunk, Request, Response, serve_http
+from meters import AbortConnection, LastChunk, Request, Response, ServerLimits, serve_http
+
+from ..scenarios.meter_attacks import SLOW_CLIENTS, SlowClient
 
 pytestmark = pytest.mark.anyio
 
@@ -34,6 +37,8 @@ async def echo(request: Request) -> Response:
         return Response(200, [("connection", "close")], b"bye")
     if request.path == "/empty":
         return Response(204, [])
+    if request.path == "/big":
+        return Response(200, [], b"x" * BIG)
     body = b"%s %s %s %s" % (
         request.method.encode(),
         request.target.encode(),
@@ -43,10 +48,13 @@ async def echo(request: Request) -> Response:
     return Response(200, [("content-type", "text/plain")], body)
 
 
+BIG = 64 * 1024 * 1024
+
+
 @asynccontextmanager
-async def server() -> AsyncIterator[int]:
+async def server(limits: ServerLimits | None = None) -> AsyncIterator[int]:
     async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_http, echo)
+        port = await tg.start(partial(serve_http, echo, limits=limits))
         yield port
         tg.cancel_scope.cancel()
 
@@ -197,3 +205,65 @@ async def test_a_last_chunk_ends_the_answer_before_the_body_has_finished() -> No
             await finished.wait()
         tg.cancel_scope.cancel()
     assert got.partition(b"\r\n\r\n")[2] == b"3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n"
+
+
+SHORT = ServerLimits(idle_seconds=0.3, request_seconds=0.3, send_seconds=0.3, max_connections=8)
+
+
+@pytest.mark.parametrize("case", SLOW_CLIENTS, ids=lambda c: c.name)
+async def test_a_slow_client_is_cut_off_and_the_server_goes_on(case: SlowClient) -> None:
+    """Slowloris: a connection that idles, or sends its request a byte at a time, is closed."""
+    async with server(SHORT) as port:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            if case.opening:
+                await stream.send(case.opening)
+
+            async def drip() -> None:
+                for byte in case.drip:
+                    await anyio.sleep(0.02)
+                    try:
+                        await stream.send(bytes([byte]))
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        return
+
+            got = b""
+            with anyio.fail_after(5):  # the drip alone would take 2-8 s
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drip)
+                    while True:
+                        try:
+                            got += await stream.receive()
+                        except (anyio.EndOfStream, anyio.BrokenResourceError):
+                            break
+                    tg.cancel_scope.cancel()
+        assert got.startswith(case.answer) if case.answer else got == b""
+        assert (await exchange(port, b"GET /ok HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
+
+
+async def test_a_client_that_reads_nothing_of_its_answer_is_dropped() -> None:
+    async with server(SHORT) as port:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(b"GET /big HTTP/1.1\r\n\r\n")
+            await anyio.sleep(1)  # the server's sends stall for longer than send_seconds
+            got = 0
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        got += len(await stream.receive())
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        break
+        assert 0 < got < BIG  # what the socket buffers held, then the end
+
+
+async def test_connections_past_the_bound_are_turned_away_with_503() -> None:
+    limits = ServerLimits(max_connections=3)
+    async with server(limits) as port:
+        held = [await anyio.connect_tcp("127.0.0.1", port) for _ in range(3)]
+        await anyio.sleep(0.1)  # all three accepted and served
+        turned = await exchange(port, b"GET /ok HTTP/1.1\r\n\r\n")
+        assert turned.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in turned
+        await held.pop().aclose()
+        await anyio.sleep(0.1)
+        assert (await exchange(port, b"GET /ok HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        for stream in held:
+            await stream.aclose()

@@ -1,0 +1,218 @@
+"""A hostile client against a wire meter: no spelling of a request bypasses the cap.
+
+The tables are in ``tests/scenarios/meter_attacks.py``; the upstream needs
+the key, so a request forwarded with the key injected would be answered.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+import meters
+from mw_actors.provider import FaultPlan, Reply, ScriptedEngine
+
+from ..scenarios.meter_attacks import BAD_BODIES, BYPASSES, OVERRUNS, Attack, Overrun
+from .conftest import SECRET, open_wire
+
+pytestmark = pytest.mark.anyio
+
+
+async def send_raw(port: int, method: str, target: str, body: bytes) -> tuple[int, bytes]:
+    """One request as bytes on a socket; the answer's status and body."""
+    head = (
+        f"{method} {target} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    got = b""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(head.encode("latin-1") + body)
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    got += await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+    status_line, _, rest = got.partition(b"\r\n")
+    return int(status_line.split(b" ")[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+@pytest.mark.parametrize("attack", [*BYPASSES, *BAD_BODIES], ids=lambda a: a.name)
+async def test_no_spelling_of_a_request_passes_the_cap(tmp_path: Path, attack: Attack) -> None:
+    async with open_wire(tmp_path, allocation=Decimal("0.0001"), provider_key=SECRET) as wire:
+        status, body = await send_raw(
+            port_of(wire.meter_url), attack.method, attack.target, attack.body
+        )
+        received = wire.provider.statistics().received
+    assert status == attack.status, body
+    assert received == (1 if attack.forwarded else 0)
+    if attack.method != "HEAD" and status != 200:
+        error = json.loads(body)["error"]  # an OpenAI-style error, as the SDKs parse it
+        assert error["type"] in ("invalid_request_error", "insufficient_quota")
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert (line.status, line.http_status, line.cost_usd) == (attack.ledger, attack.status, "0")
+
+
+async def test_the_larger_of_two_output_limits_is_reserved(
+    tmp_path: Path, prices: meters.PriceTable
+) -> None:
+    body = json.loads(BYPASSES[0].body) | {"max_completion_tokens": 1, "max_tokens": 200}
+    payload = json.dumps(body).encode()
+    async with open_wire(tmp_path, allocation=Decimal(1)) as wire:
+        status, _ = await send_raw(port_of(wire.meter_url), "POST", "/v1/chat/completions", payload)
+    assert status == 200
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert Decimal(line.reserved_usd) == prices.worst_case("local/scripted", len(payload), 200)
+
+
+async def test_each_of_n_answers_is_reserved_its_limit(
+    tmp_path: Path, prices: meters.PriceTable
+) -> None:
+    body = json.loads(BYPASSES[0].body) | {"max_tokens": 10, "n": 3}
+    payload = json.dumps(body).encode()
+    async with open_wire(tmp_path, allocation=Decimal(1)) as wire:
+        await send_raw(port_of(wire.meter_url), "POST", "/v1/chat/completions", payload)
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert Decimal(line.reserved_usd) == prices.worst_case("local/scripted", len(payload), 30)
+
+
+LONG = ScriptedEngine([Reply(content=" ".join(f"w{i}" for i in range(400)))])
+LIMIT = 20
+
+
+def ask_for(endpoint: str, stream: bool) -> dict[str, object]:
+    if endpoint == "responses":
+        return {
+            "model": "local/scripted",
+            "input": "talk",
+            "max_output_tokens": LIMIT,
+            "stream": stream,
+        }
+    messages = [{"role": "user", "content": "talk"}]
+    return {"model": "local/scripted", "messages": messages, "max_tokens": LIMIT, "stream": stream}
+
+
+def output_deltas(raw: bytes) -> int:
+    """How many output deltas a client was relayed."""
+    deltas = 0
+    for event in meters.SSEParser().feed(raw):
+        if event.event == "response.output_text.delta":
+            deltas += 1
+        elif event.data.startswith("{") and json.loads(event.data).get("choices"):
+            deltas += sum(
+                bool(c["delta"].get("content")) for c in json.loads(event.data)["choices"]
+            )
+    return deltas
+
+
+@pytest.mark.parametrize(
+    "case", OVERRUNS, ids=lambda c: f"{c.endpoint}-{'stream' if c.stream else 'whole'}-{c.fault}"
+)
+async def test_an_upstream_past_its_max_tokens_never_overdraws_unseen(
+    tmp_path: Path, case: Overrun, prices: meters.PriceTable
+) -> None:
+    faults = FaultPlan(plan=[case.fault])  # type: ignore[list-item]
+    allocation = Decimal("0.0005")  # a few reservations; one full answer overdraws it
+    async with (
+        open_wire(tmp_path, allocation=allocation, engine=LONG, faults=faults) as wire,
+        httpx.AsyncClient(timeout=20) as client,
+    ):
+        raw, error = b"", False
+        try:
+            async with client.stream(
+                "POST",
+                f"{wire.meter_url}/{case.endpoint}",
+                json=ask_for(case.endpoint, case.stream),
+            ) as response:
+                async for chunk in response.aiter_raw():
+                    raw += chunk
+        except httpx.HTTPError:
+            error = True
+        probe = await client.get(f"{wire.meter_url}/models")
+    (line, probe_line) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert line.status == case.status, line.note
+    cost, reserved = Decimal(line.cost_usd), Decimal(line.reserved_usd)
+    if case.charge == "reserved":  # cut where it passed its limit: the client saw no more
+        assert error and cost == reserved
+        assert output_deltas(raw) <= LIMIT
+    elif case.charge == "full":  # a whole answer cannot be cut: charged all it used
+        assert not error and cost == prices.cost(line.model, meters.Usage(
+            input_tokens=line.input_tokens, output_tokens=line.output_tokens
+        )) > reserved  # fmt: skip
+        assert line.output_tokens > LIMIT
+    else:
+        assert not error and cost <= reserved and line.output_tokens <= LIMIT
+    overdrawn = cost > allocation
+    assert probe.status_code == (429 if overdrawn else 200)
+    assert probe_line.status == ("budget_blocked" if overdrawn else "ok")
+
+
+@pytest.mark.slow
+async def test_many_sdk_streams_against_an_upstream_past_its_limits(
+    tmp_path: Path, prices: meters.PriceTable
+) -> None:
+    """200 concurrent SDK streams, each answered 400 tokens to max_tokens=20: spend holds."""
+    import openai
+
+    body = ask_for("chat/completions", True)
+    worst = prices.worst_case("local/scripted", len(json.dumps(body)), LIMIT)
+    for round_ in range(3):
+        allocation = worst * 60
+        faults = FaultPlan(plan=["ignore_max_tokens"])
+        async with open_wire(
+            tmp_path / str(round_), allocation=allocation, engine=LONG, faults=faults
+        ) as wire:
+            client = openai.AsyncOpenAI(base_url=wire.meter_url, api_key="-", max_retries=0)
+
+            async def one(client: openai.AsyncOpenAI = client) -> None:
+                try:
+                    stream = await client.chat.completions.create(
+                        model="local/scripted",
+                        messages=[{"role": "user", "content": "talk"}],
+                        max_tokens=LIMIT,
+                        stream=True,
+                    )
+                    async for _ in stream:
+                        pass
+                except openai.APIError:
+                    pass
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(200):
+                    tg.start_soon(one)
+            await client.close()
+        lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+        assert len(lines) == 200
+        spent = sum((Decimal(line.cost_usd) for line in lines), Decimal(0))
+        assert spent <= allocation, f"round {round_}: spent {spent} of {allocation}"
+        statuses = {line.status for line in lines}
+        assert statuses == {"overrun", "budget_blocked"}, statuses
+
+
+async def test_a_meter_bug_before_sending_releases_its_reservation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def planted(*args: object) -> None:
+        raise RuntimeError("a bug planted before the upstream request")
+
+    monkeypatch.setattr(meters.Meter, "_upstream_request", planted)
+    reserver = meters.LocalReserver(meters.Budget(Decimal(1)))
+    async with open_wire(tmp_path, reserver=reserver) as wire:
+        status, body = await send_raw(
+            port_of(wire.meter_url), "POST", "/v1/chat/completions", BYPASSES[0].body
+        )
+        received = wire.provider.statistics().received
+    assert status == 500 and b"planted" not in body
+    assert received == 0
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert (line.status, line.cost_usd) == ("meter_error", "0")
+    assert reserver.budget.open_reservations() == [] and reserver.budget.settled == 0

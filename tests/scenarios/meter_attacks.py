@@ -1,0 +1,128 @@
+"""A hostile client of a wire meter, as tables: what it sends and what the meter must answer.
+
+Every row is sent over a raw socket (an HTTP client would normalise the
+target before it left), to a meter whose allocation is exhausted and whose
+upstream needs the key the meter injects. No row may reach the upstream,
+except the free key probe, and every row is one ledger line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+CHAT = json.dumps(
+    {"model": "local/scripted", "messages": [{"role": "user", "content": "balance of A-1?"}]}
+).encode()
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    method: str
+    target: str
+    status: int  # what the meter answers
+    ledger: str  # the status of its one ledger line
+    body: bytes = CHAT
+    forwarded: bool = False  # whether it reaches the upstream
+
+
+BYPASSES = [
+    Attack("lower-case method", "post", "/v1/chat/completions", 404, "refused"),
+    Attack("mixed-case method", "Post", "/v1/chat/completions", 404, "refused"),
+    Attack("fragment", "POST", "/v1/chat/completions#x", 400, "refused"),
+    Attack("empty fragment", "POST", "/v1/responses#", 400, "refused"),
+    Attack("dot-dot segment", "POST", "/v1/x/../chat/completions", 400, "refused"),
+    Attack("dot segment", "POST", "/v1/./chat/completions", 400, "refused"),
+    Attack("trailing slash", "POST", "/v1/chat/completions/", 400, "refused"),
+    Attack("empty segment", "POST", "//v1/chat/completions", 400, "refused"),
+    Attack("percent-encoded", "POST", "/v1/chat/%63ompletions", 400, "refused"),
+    Attack("absolute form", "POST", "http://127.0.0.1/v1/chat/completions", 400, "refused"),
+    Attack("NUL in the target", "POST", "/v1/chat/completions\0", 400, "refused"),
+    Attack("control character", "POST", "/v1/chat/\x7fcompletions", 400, "refused"),
+    Attack("legacy completions", "POST", "/v1/completions", 404, "refused"),
+    Attack("embeddings", "POST", "/v1/embeddings", 404, "refused"),
+    Attack("upper-case path", "POST", "/V1/chat/completions", 404, "refused"),
+    Attack("path parameter", "POST", "/v1/chat/completions;x", 404, "refused"),
+    Attack("PUT on chat", "PUT", "/v1/chat/completions", 404, "refused"),
+    Attack("GET on chat", "GET", "/v1/chat/completions", 404, "refused", body=b""),
+    Attack("POST on models", "POST", "/v1/models", 404, "refused"),
+    Attack("HEAD on models", "HEAD", "/v1/models", 404, "refused", body=b""),
+    Attack("DELETE a model", "DELETE", "/v1/models/x", 404, "refused", body=b""),
+    # The real endpoints: metered, so refused by the exhausted allocation.
+    Attack("chat", "POST", "/v1/chat/completions", 429, "budget_blocked"),
+    Attack(
+        "chat with a query", "POST", "/v1/chat/completions?api-version=1", 429, "budget_blocked"
+    ),
+    Attack("responses", "POST", "/v1/responses", 429, "budget_blocked"),
+    # The key probe is free: reserved at $0, so it goes while nothing is overdrawn.
+    Attack("key probe", "GET", "/v1/models", 200, "ok", body=b"", forwarded=True),
+]
+
+_DEEP = b'{"model": "local/scripted", "messages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+
+BAD_BODIES = [
+    Attack(
+        "stream_options not an object",
+        "POST",
+        "/v1/chat/completions",
+        400,
+        "refused",
+        body=json.dumps({**json.loads(CHAT), "stream": True, "stream_options": "x"}).encode(),
+    ),
+    Attack("JSON 50,000 deep", "POST", "/v1/chat/completions", 400, "refused", body=_DEEP),
+    Attack("a JSON list", "POST", "/v1/chat/completions", 400, "refused", body=b"[]"),
+    Attack("not JSON", "POST", "/v1/responses", 400, "refused", body=b"{model"),
+]
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """An upstream asked for ``max_tokens`` that answers with far more (or honours it)."""
+
+    endpoint: str  # chat/completions or responses
+    stream: bool
+    fault: str  # ignore_max_tokens: the upstream's bug; none: it honours the limit
+    status: str  # the ledger line's
+    charge: str  # reserved (a cut stream), full (past the reservation), within (<= reserved)
+
+
+_IGNORES = "ignore_max_tokens"
+OVERRUNS = [
+    Overrun("chat/completions", stream=True, fault=_IGNORES, status="overrun", charge="reserved"),
+    Overrun("responses", stream=True, fault=_IGNORES, status="overrun", charge="reserved"),
+    Overrun("chat/completions", stream=False, fault=_IGNORES, status="overrun", charge="full"),
+    Overrun("responses", stream=False, fault=_IGNORES, status="overrun", charge="full"),
+    Overrun("chat/completions", stream=True, fault="none", status="ok", charge="within"),
+    Overrun("chat/completions", stream=False, fault="none", status="ok", charge="within"),
+    Overrun("responses", stream=True, fault="none", status="ok", charge="within"),
+]
+
+
+@dataclass(frozen=True)
+class SlowClient:
+    """A client that holds a connection: it sends ``opening``, then ``drip`` a byte at a time."""
+
+    name: str
+    opening: bytes
+    drip: bytes
+    answer: bytes  # how the server's answer starts (b"": it closes without one)
+
+
+_408 = b"HTTP/1.1 408 "
+SLOW_CLIENTS = [
+    SlowClient("idle", b"", b"", b""),
+    SlowClient("slow head", b"POST /x HTTP/1.1\r\n", b"x-pad: " + b"a" * 200, _408),
+    SlowClient(
+        "slow body",
+        b"POST /x HTTP/1.1\r\ncontent-length: 400\r\n\r\n",
+        b"b" * 400,
+        _408,
+    ),
+    SlowClient(
+        "slow chunks",
+        b"POST /x HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"1\r\na\r\n" * 100,
+        _408,
+    ),
+]
