@@ -1,19 +1,23 @@
 """The wire meter: a faithful, metered, capped reverse proxy for OpenAI-compatible endpoints.
 
-For each request: price it, reserve its worst case, forward it (injecting the
-upstream key), pass the answer through chunk by chunk, read its usage,
-settle the reservation and write one ledger line, in a ``finally``, whatever
-happened. A request whose worst case does not fit the allocation is refused
-with HTTP 429 ``insufficient_quota`` before anything is sent.
+For each request: route it (an allow-list, ``_routes.py``), price it, reserve
+its worst case, forward it (injecting the upstream key), pass the answer
+through chunk by chunk, read its usage, cut it where it passes the output
+reserved, settle the reservation and write one ledger line, in a ``finally``,
+whatever happened. A request whose worst case does not fit the allocation is
+refused with HTTP 429 ``insufficient_quota`` before anything is sent.
 
-The client receives what the upstream sent, except two documented
+The client receives what the upstream sent, except three documented
 adaptations: a streamed chat request that did not ask for usage gets
 ``stream_options.include_usage`` upstream, and the usage-only chunk this adds
-is stripped; and the ``x-mw-request-id`` response header.
+is stripped; an answer asked for whole is fetched as a stream and sent whole
+(``whole_as_stream``: only a stream can be cut); and the ``x-mw-request-id``
+response header.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 import time
 import uuid
@@ -31,11 +35,12 @@ import httpx
 import msgspec
 import structlog
 
-from mw_errors import UnpricedModel
+from mw_errors import ConfigError, UnpricedModel
 
 from ._adapter import ChatToResponses, chat_request, completion_to_response
+from ._assemble import Assembler, ChatAssembler, ResponsesAssembler
 from ._budget import Blocked, Budget, Granted, Reservation, Reserver
-from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt
+from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt, read_ledger
 from ._money import usd
 from ._prices import PriceTable
 from ._routes import ROUTES, BadTarget, route_listing, split_target
@@ -70,6 +75,7 @@ _HOP_BY_HOP = {
     b"proxy-authorization",
 }
 _RESPONSE_DROP = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
+_SSE_HEADERS = ("content-type", "cache-control")  # of a stream sent on whole
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,29 @@ class MeterConfig:
     upstream_timeout: float = 600.0
     # The upstream speaks only Chat Completions: translate /v1/responses (the learner's).
     adapt_responses: bool = False
+    # Fetch an answer asked for whole as a stream, and send it whole: only a stream can
+    # be cut where an upstream passes the output reserved for it.
+    whole_as_stream: bool = True
     server: ServerLimits = field(default_factory=ServerLimits)
+
+    def __post_init__(self) -> None:
+        """Refuse an upstream the meter cannot speak to, and an allocation that is no amount.
+
+        Raises:
+            ConfigError: not an http(s) URL with a host, or an allocation not finite and >= 0.
+        """
+        try:
+            url = httpx.URL(self.upstream)
+        except (httpx.InvalidURL, TypeError):
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
+            raise ConfigError(
+                f"upstream {self.upstream!r} is not an http(s) URL",
+                hint="give the provider's base URL, e.g. http://127.0.0.1:8000/v1",
+            )
+        allocation = self.allocation_usd
+        if allocation is not None and (not allocation.is_finite() or allocation < 0):
+            raise ConfigError(f"allocation {allocation} must be a finite amount >= 0 USD")
 
     def __repr__(self) -> str:  # belt and braces: no key in any repr
         return (
@@ -178,6 +206,12 @@ def _choices(body: dict[str, Any]) -> int:
     """How many answers the request asks for (Chat's ``n``): each may use the output limit."""
     n = body.get("n")
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
+def _meter_failed(attempt: _Attempt) -> Response:
+    """The 500 of a request the meter failed on: its id, no internals."""
+    message = f"the meter failed on this request (id {attempt.id}); its log says why"
+    return openai_error(500, "api_error", "meter_error", message)
 
 
 def _refuse(attempt: _Attempt, status: int, code: str, message: str) -> Response:
@@ -334,10 +368,22 @@ class Meter:
         """
         if self.reserver is None:
             return []
+        now = time.time()
+        open_ = [
+            (reservation, line)
+            for reservation in await self.reserver.open_reservations()
+            if (line := lost_attempt(reservation, self.config.role, now=now)) is not None
+        ]
+        if not open_:
+            return []
+        # An attempt stopped while it reserved wrote its line without the reservation's id:
+        # the line stands (one per attempt), and settles the reservation at its cost.
+        ids = {line.id for _, line in open_}
+        written = {x.id: x for x in read_ledger(self.ledger.path) if x.id in ids}
         lost = []
-        for reservation in await self.reserver.open_reservations():
-            line = lost_attempt(reservation, self.config.role, now=time.time())
-            if line is None:
+        for reservation, line in open_:
+            if line.id in written:
+                await self.reserver.settle(reservation.id, Decimal(written[line.id].cost_usd))
                 continue
             self.ledger.append(line)
             await self.reserver.settle(reservation.id, Decimal(line.cost_usd))
@@ -383,11 +429,12 @@ class Meter:
             log.error("meter_failed", role=self.config.role, attempt=attempt.id, exc_info=True)
             attempt.status, attempt.http_status = "meter_error", 500
             attempt.charge_reserved = attempt.sent and attempt.usage is None
-            response = openai_error(
-                500, "api_error", "meter_error",
-                f"the meter failed on this request (id {attempt.id}); its log says why",
-            )  # fmt: skip
-        except BaseException:
+            response = _meter_failed(attempt)
+        except BaseException:  # cancelled (the meter stops): the line says so, never `ok`
+            if attempt.status == "ok" and attempt.usage is None:
+                attempt.status = "lost" if attempt.sent else "refused"
+                attempt.charge_reserved = attempt.sent
+                attempt.note = "the meter stopped with the request in flight"
             with anyio.CancelScope(shield=True):
                 await self._finish(attempt)
             raise
@@ -432,17 +479,22 @@ class Meter:
         blocked = await self._reserve(attempt, worst)
         if blocked is not None:
             return blocked
+        as_stream = not attempt.streamed and self.config.whole_as_stream
         if self.config.adapt_responses and rule == "responses":
-            chat, custom = chat_request(body)
+            chat, custom = chat_request({**body, "stream": True} if as_stream else body)
             payload = _encode(chat)
             return await self._forward_metered(request, payload, attempt, False, custom)
         strip_usage = False
-        if attempt.streamed and rule == "chat":
+        if as_stream:
+            body["stream"] = True
+            if rule == "chat":
+                body["stream_options"] = {"include_usage": True}
+        elif attempt.streamed and rule == "chat":
             options = body.get("stream_options") or {}
             if not options.get("include_usage"):
                 body["stream_options"] = {**options, "include_usage": True}
                 strip_usage = True
-        payload = _encode(body) if strip_usage else request.body
+        payload = _encode(body) if strip_usage or as_stream else request.body
         return await self._forward_metered(request, payload, attempt, strip_usage, None)
 
     async def _reserve(self, attempt: _Attempt, worst: Decimal) -> Response | None:
@@ -572,12 +624,45 @@ class Meter:
                 converted = completion_to_response(decode_json(response.body), adapt)
                 response.body = _encode(converted)
             return response
+        if not attempt.streamed:  # asked for whole, fetched as a stream: sent whole
+            return await self._assembled(upstream, attempt, target, adapt)
         translator = ChatToResponses(attempt.model, adapt) if adapt is not None else None
         body = self._stream(upstream, attempt, target, strip_usage, translator)
         return Response(
             upstream.status_code,
             self._headers(upstream),
             _StreamBody(body, attempt, self.config.drain_seconds),
+        )
+
+    async def _assembled(
+        self, upstream: httpx.Response, attempt: _Attempt, path: str, adapt: set[str] | None
+    ) -> Response:
+        """An answer the client asked for whole, read as a stream (cut where it overruns).
+
+        The stream is metered as any other; the client gets one JSON answer, or an
+        error naming the cut, the overrun, a broken answer or the meter's failure.
+        """
+        chat = path == "/v1/chat/completions"
+        assembler: Assembler = ChatAssembler() if chat else ResponsesAssembler()
+        try:  # closed, not left to the collector, if the request is cancelled meanwhile
+            async with contextlib.aclosing(
+                self._stream(upstream, attempt, path, False, None, assembler)
+            ) as parts:
+                async for _ in parts:
+                    pass
+        except AbortConnection:
+            code = _CUT_CODES.get(attempt.status, "upstream_cut")
+            if code == "meter_error":
+                return _meter_failed(attempt)
+            return openai_error(502, "api_error", code, f"the upstream's answer was cut ({code})")
+        answer = assembler.answer()
+        if answer is None or assembler.malformed:
+            return openai_error(502, "api_error", "upstream_malformed", attempt.note)
+        if adapt is not None:
+            answer = completion_to_response(answer, adapt)
+        headers = [(k, v) for k, v in self._headers(upstream) if k.lower() not in _SSE_HEADERS]
+        return Response(
+            upstream.status_code, [*headers, ("content-type", "application/json")], _encode(answer)
         )
 
     async def _whole(self, upstream: httpx.Response, attempt: _Attempt, path: str) -> Response:
@@ -616,7 +701,13 @@ class Meter:
         path: str,
         strip_usage: bool,
         translator: ChatToResponses | None,
+        assembler: Assembler | None = None,
     ) -> AsyncGenerator[bytes, None]:
+        """The client's stream; with ``assembler``, fed to it instead (the client gets it whole).
+
+        The accounting, in ``finally``, is the same either way; the attempt's
+        ``http_status`` is what the client is answered.
+        """
         parser = SSEParser()
         chat = ChatStream() if path == "/v1/chat/completions" else None
         responses = ResponsesStream() if chat is None else None
@@ -638,6 +729,9 @@ class Meter:
                         responses.observe(event)
                     if tracker.token_events > attempt.output_ceiling:
                         raise _Overrun  # this event was not reserved for: it is not relayed
+                    if assembler is not None:
+                        assembler.feed(event)
+                        continue
                     out += b"".join(translator.feed(event.raw)) if translator else event.raw
                 if (chat is not None and chat.done) or (responses and responses.terminal):
                     break  # the protocol's last event: end the client's stream now
@@ -647,6 +741,9 @@ class Meter:
                 out = bytearray()
             # The end goes out with the last bytes, before the accounting (in ``finally``).
             out += b"".join(translator.finish()) if translator is not None else parser.tail()
+            if assembler is not None and (assembler.malformed or assembler.answer() is None):
+                attempt.http_status = 502  # the client is told its answer came broken
+                attempt.note = "the upstream's stream was not a whole answer (malformed or cut)"
             delivered = True
             yield LastChunk(out)
         except Exception as exc:  # a cut, an overrun, or a bug of the meter's
@@ -661,6 +758,8 @@ class Meter:
             else:
                 log.error("meter_failed", role=self.config.role, attempt=attempt.id, exc_info=True)
                 attempt.status = "meter_error"
+            if assembler is not None:  # what the whole answer's client is told
+                attempt.http_status = 500 if attempt.status == "meter_error" else 502
             delivered = True
             if translator is None:
                 raise AbortConnection from None  # the client sees the cut, as from the upstream

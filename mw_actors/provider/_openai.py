@@ -269,6 +269,8 @@ class Provider:
             return b"data: " + json.dumps(data).encode() + b"\n\n"
 
         deltas = [chunk({"role": "assistant", "content": ""})]
+        if reply.reasoning:  # as reasoning models stream it: before the text
+            deltas += [chunk({"reasoning_content": p}) for p in self.tokens.pieces(reply.reasoning)]
         text = reply.content
         deltas += [chunk({"content": piece}) for piece in self.tokens.pieces(text) if text]
         for i, call in enumerate(reply.tool_calls):

@@ -52,6 +52,7 @@ async def open_wire(
     adapt_responses: bool = False,
     engine: Engine | None = None,
     provider_key: str | None = None,
+    whole_as_stream: bool = True,
 ) -> AsyncIterator[Wire]:
     provider = Provider(engine or ScriptedEngine(SCRIPT), faults, api_key=provider_key)
     async with anyio.create_task_group() as tg:
@@ -65,6 +66,7 @@ async def open_wire(
             api_key=SECRET,
             allocation_usd=allocation,
             drain_seconds=drain_seconds,
+            whole_as_stream=whole_as_stream,
         )
         meter_port = await tg.start(
             partial(meters.serve_meter, config, reserver=reserver, summary_every=0.05)

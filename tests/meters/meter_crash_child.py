@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import meters._proxy
+import meters._usage
 from bin.mw import main
 
 
@@ -17,5 +17,5 @@ def planted(block: Any) -> None:
 
 
 if __name__ == "__main__":
-    meters._proxy.chat_usage = planted  # type: ignore[assignment]
+    meters._usage.chat_usage = planted  # type: ignore[assignment]
     sys.exit(main(["meter", *sys.argv[1:]]))

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import meters
-from mw_actors.provider import FaultPlan, Reply, ScriptedEngine
+from mw_actors.provider import FaultPlan, Latency, Reply, ScriptedEngine
 
 from ..scenarios.meter_attacks import BAD_BODIES, BYPASSES, OVERRUNS, Attack, Overrun
 from .conftest import SECRET, open_wire
@@ -114,18 +114,24 @@ def output_deltas(raw: bytes) -> int:
     return deltas
 
 
-@pytest.mark.parametrize(
-    "case", OVERRUNS, ids=lambda c: f"{c.endpoint}-{'stream' if c.stream else 'whole'}-{c.fault}"
-)
+def overrun_id(case: Overrun) -> str:
+    fetched = "" if case.whole_as_stream or case.stream else "-fetched-whole"
+    return f"{case.endpoint}-{'stream' if case.stream else 'whole'}{fetched}-{case.fault}"
+
+
+@pytest.mark.parametrize("case", OVERRUNS, ids=overrun_id)
 async def test_an_upstream_past_its_max_tokens_never_overdraws_unseen(
     tmp_path: Path, case: Overrun, prices: meters.PriceTable
 ) -> None:
     faults = FaultPlan(plan=[case.fault])  # type: ignore[list-item]
     allocation = Decimal("0.0005")  # a few reservations; one full answer overdraws it
     async with (
-        open_wire(tmp_path, allocation=allocation, engine=LONG, faults=faults) as wire,
+        open_wire(
+            tmp_path, allocation=allocation, engine=LONG, faults=faults,
+            whole_as_stream=case.whole_as_stream,
+        ) as wire,
         httpx.AsyncClient(timeout=20) as client,
-    ):
+    ):  # fmt: skip
         raw, error = b"", False
         try:
             async with client.stream(
@@ -135,6 +141,7 @@ async def test_an_upstream_past_its_max_tokens_never_overdraws_unseen(
             ) as response:
                 async for chunk in response.aiter_raw():
                     raw += chunk
+                error = response.status_code >= 400
         except httpx.HTTPError:
             error = True
         probe = await client.get(f"{wire.meter_url}/models")
@@ -143,7 +150,10 @@ async def test_an_upstream_past_its_max_tokens_never_overdraws_unseen(
     cost, reserved = Decimal(line.cost_usd), Decimal(line.reserved_usd)
     if case.charge == "reserved":  # cut where it passed its limit: the client saw no more
         assert error and cost == reserved
-        assert output_deltas(raw) <= LIMIT
+        if case.stream:
+            assert output_deltas(raw) <= LIMIT
+        else:
+            assert json.loads(raw)["error"]["code"] == "upstream_overrun"
     elif case.charge == "full":  # a whole answer cannot be cut: charged all it used
         assert not error and cost == prices.cost(line.model, meters.Usage(
             input_tokens=line.input_tokens, output_tokens=line.output_tokens
@@ -216,3 +226,53 @@ async def test_a_meter_bug_before_sending_releases_its_reservation(
     (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
     assert (line.status, line.cost_usd) == ("meter_error", "0")
     assert reserver.budget.open_reservations() == [] and reserver.budget.settled == 0
+
+
+class StallingReserver(meters.LocalReserver):
+    """Grants a reservation, then never answers: the meter is stopped while it waits."""
+
+    stall = True
+
+    async def reserve(self, amount: Decimal, holder: str) -> meters.Granted | meters.Blocked:
+        outcome = await super().reserve(amount, holder)
+        if self.stall:
+            await anyio.sleep_forever()
+        return outcome
+
+
+@pytest.mark.parametrize("where", ["reserving", "in flight"])
+async def test_a_meter_stopped_mid_request_writes_one_true_line(
+    tmp_path: Path, prices: meters.PriceTable, where: str
+) -> None:
+    """Stopped while it reserved (nothing sent) or with the request upstream: never `ok` at $0.
+
+    Restarted, the meter writes no second line for that attempt (it once wrote `lost` too).
+    """
+    reserver = StallingReserver(meters.Budget(Decimal(1)))
+    reserver.stall = where == "reserving"
+    faults = FaultPlan(latency=Latency(first_token_seconds=30))
+    async with open_wire(tmp_path, faults=faults) as wire:
+        config = meters.MeterConfig(
+            role="host", upstream=wire.provider_url, prices=prices, ledger_dir=tmp_path / "m"
+        )
+        meter = meters.Meter(config, reserver)
+        request = meters.Request("POST", "/v1/chat/completions", [], BYPASSES[0].body)
+        with anyio.move_on_after(0.5):
+            await meter(request)
+        await meter.aclose()
+        received = wire.provider.statistics().received
+        (line,) = meters.read_ledger(tmp_path / "m" / "ledger.jsonl")
+        assert received == (0 if where == "reserving" else 1)
+        if where == "reserving":
+            assert (line.status, line.cost_usd, line.reservation_id) == ("refused", "0", None)
+            assert len(reserver.budget.open_reservations()) == 1  # granted, never answered
+        else:
+            assert (line.status, line.cost_usd) == ("lost", line.reserved_usd)
+            assert reserver.budget.open_reservations() == []
+        reserver.stall = False
+        again = meters.Meter(config, reserver)
+        assert await again.recover() == []  # the attempt has its line: no second one
+        await again.aclose()
+    assert len(meters.read_ledger(tmp_path / "m" / "ledger.jsonl")) == 1
+    assert reserver.budget.open_reservations() == []
+    assert reserver.budget.settled == Decimal(line.cost_usd)

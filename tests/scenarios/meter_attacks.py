@@ -84,17 +84,22 @@ class Overrun:
     stream: bool
     fault: str  # ignore_max_tokens: the upstream's bug; none: it honours the limit
     status: str  # the ledger line's
-    charge: str  # reserved (a cut stream), full (past the reservation), within (<= reserved)
+    charge: str  # reserved (cut where it passed), full (past the reservation), within
+    whole_as_stream: bool = True  # the meter's default: a whole answer is fetched as a stream
 
 
 _IGNORES = "ignore_max_tokens"
 OVERRUNS = [
     Overrun("chat/completions", stream=True, fault=_IGNORES, status="overrun", charge="reserved"),
     Overrun("responses", stream=True, fault=_IGNORES, status="overrun", charge="reserved"),
-    Overrun("chat/completions", stream=False, fault=_IGNORES, status="overrun", charge="full"),
-    Overrun("responses", stream=False, fault=_IGNORES, status="overrun", charge="full"),
+    Overrun("chat/completions", stream=False, fault=_IGNORES, status="overrun", charge="reserved"),
+    Overrun("responses", stream=False, fault=_IGNORES, status="overrun", charge="reserved"),
+    # Fetched whole (whole_as_stream off), it cannot be cut: charged in full, then refused.
+    Overrun("chat/completions", False, _IGNORES, "overrun", "full", whole_as_stream=False),
+    Overrun("responses", False, _IGNORES, "overrun", "full", whole_as_stream=False),
     Overrun("chat/completions", stream=True, fault="none", status="ok", charge="within"),
     Overrun("chat/completions", stream=False, fault="none", status="ok", charge="within"),
+    Overrun("responses", stream=False, fault="none", status="ok", charge="within"),
     Overrun("responses", stream=True, fault="none", status="ok", charge="within"),
 ]
 
