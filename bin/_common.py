@@ -69,6 +69,17 @@ def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] 
     except MwError as exc:
         print(f"{prog}: {exc.render()}", file=sys.stderr)
         return 2
+    except PermissionError as exc:  # another user's runs, socket or file
+        where = exc.filename or "a file"
+        print(
+            f"{prog}: error[permission_denied]: {where}: permission denied "
+            "(hint: run as the user who owns it, or pick another --runs)",
+            file=sys.stderr,
+        )
+        return 2
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         return 130
     return status

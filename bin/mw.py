@@ -21,7 +21,8 @@ DEFAULT_RUNS = "~/code/metaworld-runs"
 
 
 def _runs_dir(flag: str | None) -> Path:
-    return Path(flag or os.environ.get("MW_RUNS") or DEFAULT_RUNS).expanduser()
+    """``--runs``, else MW_RUNS, else the default: absolute, against the caller's directory."""
+    return Path(flag or os.environ.get("MW_RUNS") or DEFAULT_RUNS).expanduser().absolute()
 
 
 class _DaemonProcess:
@@ -54,13 +55,23 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _journal_check(args: argparse.Namespace) -> int:
     from mw_actors import SupervisionView, read_journal, rebuild
+    from mw_actors.daemon import CAMPAIGN_RECORDS
     from mw_actors.demo import DemoEvidence
+    from mw_errors import JournalError
 
-    entries = read_journal(args.path, [DemoEvidence])
+    path = Path(args.path)
+    if (path / "journal").is_dir():  # a run directory: its journal
+        path = path / "journal"
+    # Every record kind mw writes: the runtime's, the demo's, the budget's, both campaigns'.
+    entries = read_journal(path, [DemoEvidence, *CAMPAIGN_RECORDS])
+    if not entries:
+        raise JournalError(
+            f"{path}: no journal here (no records)", hint="pass a journal or a run directory"
+        )
     views = rebuild(SupervisionView(), entries)
     open_runs = {name: v.open_runs for name, v in views.items() if v.open_runs}
     summary = {
-        "path": str(args.path),
+        "path": str(path),
         "records": len(entries),
         "last_seq": entries[-1].seq if entries else 0,
         "actors": len(views),
@@ -148,12 +159,40 @@ def _allocation(text: str) -> Decimal:
     """``--allocation``, an amount in USD.
 
     Raises:
-        ConfigError: it is not a number.
+        ConfigError: it is not a finite amount >= 0.
     """
     try:
-        return Decimal(text)
+        amount = Decimal(text)
     except InvalidOperation:
         raise ConfigError(f"--allocation {text!r} is not an amount in USD") from None
+    if not amount.is_finite() or amount < 0:
+        raise ConfigError(
+            f"--allocation {text} must be a finite amount >= 0 USD",
+            hint="--allocation 5 allows $5 of provider spend",
+        )
+    return amount
+
+
+def _port(port: int) -> int:
+    """``--port``: a TCP port, or 0 for any free one.
+
+    Raises:
+        ConfigError: outside 0-65535.
+    """
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a TCP port", hint="use 1-65535, or 0 for any")
+    return port
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (a flag of 0 is a value, not an absence)."""
+    return next(v for v in values if v is not None)
+
+
+def _tag(tag: str) -> str:
+    from mw_actors import check_tag
+
+    return check_tag(tag)
 
 
 def _smollm2_cache() -> Path:
@@ -207,7 +246,8 @@ def _provider(args: argparse.Namespace) -> int:
     if args.latency:
         latency = msgspec.structs.replace(faults.latency, **_latency(args.latency))
         faults = msgspec.structs.replace(faults, latency=Latency(**msgspec.structs.asdict(latency)))
-    serve = partial(serve_provider, Provider(engine, faults, api_key=api_key), port=args.port)
+    provider = Provider(engine, faults, api_key=api_key)
+    serve = partial(serve_provider, provider, port=_port(args.port))
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
     return 0
 
@@ -234,12 +274,12 @@ def _meter(args: argparse.Namespace) -> int:
         adapt_responses=args.adapt_responses,
     )
     if allocation is None:
-        serve = partial(serve_meter, config, port=args.port)
+        serve = partial(serve_meter, config, port=_port(args.port))
     else:  # the budget is journaled beside the ledger, so a restart spends nothing twice
         from mw_actors import serve_journaled_meter
 
         journal = Path(args.ledger_dir) / "journal"
-        serve = partial(serve_journaled_meter, config, journal=journal, port=args.port)
+        serve = partial(serve_journaled_meter, config, journal=journal, port=_port(args.port))
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
     return 0
 
@@ -268,7 +308,7 @@ def _plan(args: argparse.Namespace) -> int:
     from mw_actors.serve_learn import plan, read_scenario
 
     with tempfile.TemporaryDirectory() as temp:  # a synthetic scenario is generated there
-        dataset = _dataset(args.dataset, args.scenario, Path(temp))
+        dataset = _ensure_dataset(_dataset(args.dataset, args.scenario, Path(temp)), args.scenario)
         schedule = plan(read_scenario(dataset, args.scenario), _train_split(args.train_split))
     if args.json:
         print(msgspec.json.encode(schedule).decode())
@@ -286,18 +326,25 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _dataset(flag: str | None, scenario: str, runs: Path) -> Path:
-    """``--dataset``, or for a synthetic scenario the built-in generator's export."""
+    """``--dataset``, or for a synthetic scenario where the built-in generator's export goes.
+
+    The export is written by :func:`_ensure_dataset`, once the campaign is checked.
+    """
     if flag is not None:
-        return Path(flag)
+        return Path(flag).absolute()
     if not scenario.startswith("synthetic_"):
         raise ConfigError(
             f"scenario {scenario!r} needs --dataset",
             hint="pass --dataset DIR (a ServeLearnBench dataset/ folder), or use synthetic_l1",
         )
+    return runs / ".datasets"
+
+
+def _ensure_dataset(dataset: Path, scenario: str) -> Path:
+    """The built-in generator's export of a synthetic scenario, written if it is missing."""
     from mw_actors.serve_learn import write_synthetic
 
-    dataset = runs / ".datasets"
-    if not (dataset / "data" / scenario).is_dir():
+    if scenario.startswith("synthetic_") and not (dataset / "data" / scenario).is_dir():
         write_synthetic(dataset, scenario)
     return dataset
 
@@ -348,7 +395,7 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         "model": model,
         "learner_model": learner_model,
         "train_split": split if split is not None else config.train_split,
-        "concurrency": args.concurrency or config.concurrency or 4,
+        "concurrency": _first(args.concurrency, config.concurrency, 4),
         "allocation_usd": _allocation(args.allocation or config.allocation_usd or "5"),
         "waiter": getattr(args, "waiter", None) or config.waiter or "pipelined",
         "latency": _provider_latency(args.provider_latency),
@@ -393,17 +440,26 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     from mw_actors.serve_learn import CampaignSpec, check_campaign, run_campaign, score_file
 
     runs = _runs_dir(args.runs)
-    tag = args.tag or os.environ.get("MW_TAG") or time.strftime(f"{args.scenario}-%Y%m%d-%H%M%S")
-    settings = _campaign_settings(args)  # before anything is written
-    spec = CampaignSpec(
-        tag=tag,
-        scenario=args.scenario,
-        dataset=_dataset(args.dataset, args.scenario, runs),
-        runs=runs,
-        resume=args.resume,
-        wm_port=_wm_port(),
-        **settings,
+    tag = _tag(
+        args.tag or os.environ.get("MW_TAG") or time.strftime(f"{args.scenario}-%Y%m%d-%H%M%S")
     )
+    if args.allocation_add is not None and not args.resume:
+        raise ConfigError(
+            "--allocation-add raises a campaign's allocation on --resume",
+            hint="start with --allocation, or add --resume",
+        )
+    spec = _resume_spec(args, runs, tag) if args.resume else None
+    if spec is None:
+        spec = CampaignSpec(
+            tag=tag,
+            scenario=args.scenario,
+            dataset=_dataset(args.dataset, args.scenario, runs),
+            runs=runs,
+            resume=args.resume,
+            wm_port=_wm_port(),
+            **_campaign_settings(args),  # before anything is written
+        )
+    _ensure_dataset(spec.dataset, spec.scenario)
     if args.check:
         schedule = check_campaign(spec)
         print(
@@ -423,6 +479,73 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# A flag of ``serve-learn run`` and the campaign setting it names, as a resume compares them.
+_RESUME_FLAGS = {
+    "method": "method",
+    "model": "model",
+    "train_split": "train_split",
+    "concurrency": "concurrency",
+    "allocation": "allocation_usd",
+    "waiter": "waiter",
+    "provider_latency": "latency",
+    "learner_backend": "learner_backend",
+}
+
+
+def _resume_spec(args: argparse.Namespace, runs: Path, tag: str) -> Any:
+    """On ``--resume``: the campaign as its journal holds it, or None for an older journal.
+
+    A flag given that differs from the journal is refused, naming it; the key is read
+    again from the environment; ``--allocation-add`` raises the allocation (journaled).
+    """
+    import msgspec
+
+    from mw_actors.serve_learn import CampaignSpec, keys_for, read_journaled
+
+    submission = read_journaled(runs / tag).submission()
+    if submission is None:
+        return None  # never started, or journaled before its settings were: as given
+    if args.scenario != submission.scenario:
+        raise ConfigError(
+            f"resume: campaign {tag} serves {submission.scenario}, not {args.scenario}",
+            hint=f"mw serve-learn run {submission.scenario} --resume --tag {tag}",
+        )
+    journaled = submission.settings()
+    given = {flag: getattr(args, flag) for flag in _RESUME_FLAGS if getattr(args, flag) is not None}
+    if given or args.config:
+        fresh = _campaign_settings(args)
+        for flag in given:
+            name = _RESUME_FLAGS[flag]
+            if fresh[name] != journaled.get(name):
+                raise ConfigError(
+                    f"resume: --{flag.replace('_', '-')} {getattr(args, flag)} differs from the "
+                    f"campaign's journal ({name} {msgspec.to_builtins(journaled.get(name))})",
+                    hint="drop it: a resume continues the campaign as it started"
+                    + (" (raise it with --allocation-add)" if name == "allocation_usd" else ""),
+                )
+        if args.config:
+            for name in ("endpoints", "prices"):
+                if fresh[name] != journaled.get(name, {} if name == "endpoints" else None):
+                    raise ConfigError(
+                        f"resume: --config {args.config} gives other {name} than the journal's",
+                        hint="drop --config: the journal has the launch config it started with",
+                    )
+    journaled["secrets"] = keys_for(journaled.get("endpoints", {}).values(), os.environ.get)
+    dataset = Path(submission.dataset) if submission.dataset else None
+    if args.dataset or dataset is None or not dataset.is_dir():
+        dataset = _dataset(args.dataset, args.scenario, runs)
+    return CampaignSpec(
+        tag=tag,
+        scenario=args.scenario,
+        dataset=dataset,
+        runs=runs,
+        resume=True,
+        wm_port=_wm_port(),
+        allocation_add=_allocation(args.allocation_add) if args.allocation_add else Decimal(0),
+        **journaled,
+    )
+
+
 def _serve_learn_test(args: argparse.Namespace) -> int:
     import anyio
 
@@ -432,6 +555,7 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
     tag = args.tag or os.environ.get("MW_TAG")
     if not tag:
         raise ConfigError("which campaign? no --tag and no MW_TAG", hint="pass --tag TAG")
+    _tag(tag)
     spec = CampaignSpec(
         tag=tag,
         scenario=args.scenario,
@@ -439,6 +563,7 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
         runs=runs,
         **_campaign_settings(args),
     )
+    _ensure_dataset(spec.dataset, spec.scenario)
     report = anyio.run(run_manual_tests, spec)
     for window in report.tested:
         print(f"window {window}: tested now")
@@ -472,7 +597,7 @@ def _statuses(runs: Path, tags: list[str]) -> list[dict[str, Any]]:
 def _status(args: argparse.Namespace) -> int:
     runs = _runs_dir(args.runs)
     tags = (
-        [args.tag]
+        [_tag(args.tag)]
         if args.tag
         else sorted(p.name for p in runs.iterdir() if (p / "journal").is_dir())
         if runs.is_dir()
@@ -655,7 +780,7 @@ def _serve_learn_submit(args: argparse.Namespace) -> int:
     from mw_actors.daemon import Submit
 
     runs = _runs_dir(args.runs)
-    tag = args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}"
+    tag = _tag(args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}")
     settings = _campaign_settings(args)
     secrets = settings.pop("secrets")  # in the daemon's memory only, never its registry
     settings["allocation_usd"] = str(settings["allocation_usd"])
@@ -676,7 +801,7 @@ def _attach(args: argparse.Namespace) -> int:
     from mw_actors.daemon._attach import attach
 
     runs = _runs_dir(args.runs)
-    tag = args.tag
+    tag = None if args.tag is None else _tag(args.tag)
     if tag is None:
         found = sorted(
             (p for p in runs.glob("*") if (p / "journal").is_dir()),
@@ -863,7 +988,14 @@ def _parser() -> argparse.ArgumentParser:
 
     serve_run = serve_commands.add_parser("run", help="run (or --resume) a campaign")
     _campaign_options(serve_run, tag="the run's name (default $MW_TAG, else scenario-time)")
-    serve_run.add_argument("--resume", action="store_true", help="continue from the journal")
+    serve_run.add_argument(
+        "--resume", action="store_true", help="continue from the journal, with its settings"
+    )
+    serve_run.add_argument(
+        "--allocation-add",
+        metavar="USD",
+        help="on --resume: raise the campaign's allocation by this much (journaled)",
+    )
     serve_run.add_argument(
         "--check",
         action="store_true",

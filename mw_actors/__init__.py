@@ -86,12 +86,14 @@ from ._reserver import (
     ReserverClient,
     rebuild_budget,
 )
+from ._tags import TAG_PATTERN, check_tag
 
 __all__ = [
     "BRUTAL_KILL",
     "BUDGET_RECORDS",
     "IGNORE",
     "SCHEMA_VERSION",
+    "TAG_PATTERN",
     "Actor",
     "ActorContext",
     "ActorExit",
@@ -159,6 +161,7 @@ __all__ = [
     "SupervisorStatistics",
     "SystemClock",
     "VirtualClock",
+    "check_tag",
     "fail_after",
     "move_on_after",
     "observe_runtimes",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mw_errors import ConfigError
 
-__all__ = ["LOCK_NAME", "campaign_lock", "is_locked"]
+__all__ = ["LOCK_NAME", "campaign_lock", "is_locked", "refuse_if_locked"]
 
 LOCK_NAME = "campaign.lock"
 
@@ -34,15 +34,30 @@ def campaign_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise ConfigError(
-                f"the campaign in {run_dir} is running in another process (pid {owner})",
-                hint="wait for it, or stop it first; two processes never share a campaign",
-            ) from None
+            raise _running_elsewhere(run_dir, owner) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _running_elsewhere(run_dir: Path, owner: str) -> ConfigError:
+    return ConfigError(
+        f"the campaign in {run_dir} is running in another process (pid {owner})",
+        hint="wait for it, or stop it first; two processes never share a campaign",
+    )
+
+
+def refuse_if_locked(run_dir: Path) -> None:
+    """Refuse a campaign another process runs, before its journal is read.
+
+    Raises:
+        ConfigError: a live process holds ``run_dir``'s lock (its pid is named).
+    """
+    if is_locked(run_dir):
+        owner = (run_dir / LOCK_NAME).read_text(errors="replace").strip() or "unknown"
+        raise _running_elsewhere(run_dir, owner)
 
 
 def is_locked(run_dir: Path) -> bool:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.processes import mw
+
+from .scenarios.bad_inputs import BAD_INPUTS, BadInput
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,3 +54,30 @@ def test_a_missing_journal_is_a_clear_error(tmp_path: Path) -> None:
     result = mw("journal", "check", str(tmp_path / "nope"))
     assert result.returncode == 2
     assert "no journal here" in result.stderr and "hint:" in result.stderr
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=lambda c: " ".join(c.argv[:1] + c.argv[-2:]))
+def test_a_bad_number_or_url_is_one_line_and_writes_nothing(tmp_path: Path, case: BadInput) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text((ROOT / "mw_actors" / "provider" / "local_prices.json").read_text())
+    places = {"runs": tmp_path / "runs", "ledger": tmp_path / "ledger", "prices": prices}
+    argv = [arg.format(**places) for arg in case.argv]
+    result = mw(*argv)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("mw: error[") and case.says in line and "hint:" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prices.json"]  # nothing written
+
+
+def test_journal_check_reads_a_campaign_journal_and_fails_on_none(tmp_path: Path) -> None:
+    run = mw("serve-learn", "run", "synthetic_l1", "--runs", str(tmp_path), "--tag", "j",
+             "--train-split", "12")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    for path in (tmp_path / "j", tmp_path / "j" / "journal"):
+        check = mw("journal", "check", str(path))
+        assert check.returncode == 0, check.stderr
+        summary = json.loads(check.stdout)
+        assert summary["records"] > 20 and summary["runs_without_terminal_record"] == {}
+    (tmp_path / "empty").mkdir()
+    empty = mw("journal", "check", str(tmp_path / "empty"))
+    assert empty.returncode == 2 and "no journal here" in empty.stderr

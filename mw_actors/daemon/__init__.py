@@ -7,7 +7,7 @@ campaign's journal and its lock. See docs/design/daemon.md.
 from mw_errors import DaemonError
 
 from ._client import DaemonPaths, connect, daemon_running, subscribe
-from ._daemon import Daemon, DaemonOptions, peer_uid
+from ._daemon import Daemon, DaemonOptions, EditingSubmission, peer_uid
 from ._protocol import (
     PROTOCOL_VERSION,
     Cancel,
@@ -19,9 +19,10 @@ from ._protocol import (
     Submit,
     Tail,
 )
-from ._status import ActorState, CampaignStatus, Progress, campaign_status
+from ._status import CAMPAIGN_RECORDS, ActorState, CampaignStatus, Progress, campaign_status
 
 __all__ = [
+    "CAMPAIGN_RECORDS",
     "PROTOCOL_VERSION",
     "ActorState",
     "CampaignStatus",
@@ -30,6 +31,7 @@ __all__ = [
     "DaemonError",
     "DaemonOptions",
     "DaemonPaths",
+    "EditingSubmission",
     "Event",
     "ListCampaigns",
     "Progress",

@@ -39,6 +39,7 @@ from .._core._journal import open_journal, read_journal
 from .._core._records import Record
 from .._core._runtime import Runtime, observe_runtimes
 from .._reserver import BUDGET_RECORDS
+from .._tags import check_tag
 from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted
 from ._client import DaemonPaths
 from ._protocol import (
@@ -123,6 +124,28 @@ def _record_event(record: Record) -> tuple[str, dict[str, Any]]:
         or isinstance(value, (bool, int, float))
         or (isinstance(value, str) and len(value) <= 120)
     }
+
+
+class EditingSubmission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A weight-editing campaign as a daemon receives it: its config file, and how it runs."""
+
+    config: str
+    local_trusted: bool = False
+
+    @classmethod
+    def decode(cls, spec: Mapping[str, Any]) -> EditingSubmission:
+        """The submitted spec, checked.
+
+        Raises:
+            ConfigError: a field is unknown, missing or of the wrong type.
+        """
+        try:
+            return msgspec.convert(spec, cls)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(
+                f"editing campaign spec: {exc}",
+                hint='send {"config": "CONFIG.json", "local_trusted": false}',
+            ) from None
 
 
 class _Campaign:
@@ -287,6 +310,8 @@ class Daemon:
             return  # a client that leaves, abruptly or not, never disturbs the daemon
         except MwError as exc:
             log.warning("bad_client", error=exc.render())
+        except Exception:  # no connection, whatever it sends, may end the daemon
+            log.error("connection_failed", exc_info=True)
 
     async def _events(self, stream: anyio.abc.SocketStream) -> None:
         subscriber = _Subscriber()
@@ -310,18 +335,31 @@ class Daemon:
 
     async def _control(self, stream: anyio.abc.SocketStream) -> None:
         while True:
-            request = await read_frame(stream)
+            try:
+                request = await read_frame(stream)
+            except ConfigError as exc:  # a frame that is no request: say so, then hang up
+                await write_frame(stream, Failed(code=exc.code, message=exc.message))
+                return
             try:
                 result = await self._handle(request)
                 reply: Ok | Failed = Ok(result=result)
             except MwError as exc:
                 reply = Failed(code=exc.code, message=exc.message, hint=exc.hint)
+            except Exception as exc:  # a bug on one request answers it; the daemon goes on
+                log.error("request_failed", request=type(request).__name__, exc_info=True)
+                reply = Failed(
+                    code="daemon_bug",
+                    message=f"the daemon failed on {type(request).__name__}: {type(exc).__name__}",
+                    hint=f"its log ({self.paths.log}) has the traceback; campaigns go on",
+                )
             await write_frame(stream, reply)
             if isinstance(request, Shutdown):
                 self.stop()
                 return
 
     async def _handle(self, request: Any) -> Any:
+        if hasattr(request, "tag"):  # before the tag names any file
+            check_tag(request.tag)
         if isinstance(request, Submit):
             return self._submit(
                 request.kind, request.tag, request.spec, resume=False, secrets=request.secrets
@@ -472,9 +510,10 @@ class Daemon:
 
             if self.options.editing is None:
                 raise ConfigError("this daemon runs no weight-editing campaigns")
-            loaded = load_config(Path(spec["config"]))
+            submitted = EditingSubmission.decode(spec)
+            loaded = load_config(Path(submitted.config))
             editing = dataclasses.replace(
-                self.options.editing, local_trusted=bool(spec.get("local_trusted", False))
+                self.options.editing, local_trusted=submitted.local_trusted
             )
             allocation = str(loaded.allocation)
             return (lambda: run_editing(loaded, self.runs / tag, editing)), allocation
@@ -497,20 +536,37 @@ class Daemon:
             self.publish(campaign.tag, "finished", state=state)
 
     async def _recover(self) -> None:
-        """Act on every registered campaign that stopped without its terminal records."""
+        """Act on every registered campaign that stopped without its terminal records.
+
+        An entry the daemon cannot act on (unreadable, or refused now) is logged and
+        left alone: one campaign never keeps the daemon, or the others, from starting.
+        """
         for entry in sorted(self.paths.registry.glob("*.json")):
-            data = json.loads(entry.read_text())
-            run = self.runs / data["tag"]
-            if not (run / "journal").is_dir():
-                continue
-            status = campaign_status(run)
-            if status.state != "failed":
-                continue
-            if data["kind"] == "serve-learn":
-                log.info("campaign_resumed", tag=data["tag"])
-                self._submit("serve-learn", data["tag"], data["spec"], resume=True)
-            else:
-                await _mark_unknown(run)
+            try:
+                await self._recover_one(_read_entry(entry))
+            except (MwError, OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("campaign_not_recovered", entry=entry.name, error=repr(exc))
+
+    async def _recover_one(self, data: dict[str, Any]) -> None:
+        tag = check_tag(data["tag"])
+        run = self.runs / tag
+        if not (run / "journal").is_dir():
+            return
+        status = campaign_status(run)
+        if status.state != "failed":
+            return
+        if data["kind"] == "serve-learn":
+            log.info("campaign_resumed", tag=tag)
+            self._submit("serve-learn", tag, data["spec"], resume=True)
+        else:
+            await _mark_unknown(run)
+
+
+def _read_entry(entry: Path) -> dict[str, Any]:
+    data = json.loads(entry.read_text())
+    if not isinstance(data, dict):
+        raise ValueError("a registry entry is a JSON object")
+    return data
 
 
 async def _mark_unknown(run: Path) -> None:

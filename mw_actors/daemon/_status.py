@@ -26,6 +26,7 @@ from ..editing._records import CampaignEnded as EditingEnded
 from ..editing._records import CampaignStarted as EditingStarted
 from ..serve_learn._records import (
     SERVE_LEARN_RECORDS,
+    AllocationRaised,
     BlockLearned,
     EpisodeEnded,
     WindowTested,
@@ -107,7 +108,8 @@ def campaign_status(run_dir: Path, entries: list[Entry] | None = None) -> Campai
         host = _ledger_spend(run_dir / "ledger.jsonl")
         learner = _ledger_spend(run_dir / "learner" / "ledger.jsonl")
         spend = {"host": meters.usd(host), "learner": meters.usd(learner)}
-        allocation = serve.allocation_usd
+        raised = [r for r in records if isinstance(r, AllocationRaised)]
+        allocation = raised[-1].allocation_usd if raised else serve.allocation_usd
         final: State | None = ended[-1].state if ended else None
         kind: Literal["serve-learn", "editing"] = "serve-learn"
     elif edit is not None:

@@ -52,6 +52,7 @@ from mw_errors import (
     SandboxUnavailable,
 )
 from sandbox import Limits, SandboxConfig, open_sandbox
+from sandbox import self_test as sandbox_self_test
 
 from .._core._actor import Actor, ActorContext, ActorRef
 from .._core._journal import Journal
@@ -540,11 +541,16 @@ class TrialScheduler(Actor[Any]):
 
 
 async def probe_sandbox(options: CampaignOptions) -> None:
-    """Fail closed: refuse the run if the isolated sandbox cannot run Python here.
+    """Fail closed: refuse the run unless the sandbox proves its isolation and runs Python.
+
+    The backend is trusted only after its self-test (a probe that tries the network,
+    the system's files, root's home and its privileges) passed here: a bubblewrap that
+    ignores its flags would run every edit unisolated and record it as isolated.
 
     Raises:
         SandboxUnavailable: it cannot (the reason is in the message).
     """
+    await sandbox_self_test("bwrap", bwrap=options.bwrap)
     with tempfile.TemporaryDirectory(prefix="mw-probe-") as temp:
         config = SandboxConfig(scratch=str(Path(temp) / "scratch"))
         async with open_sandbox("bwrap", config, bwrap=options.bwrap) as sandbox:

@@ -18,9 +18,11 @@ from ._backends import (
 from ._campaign import (
     LOCAL_MODELS,
     CampaignSpec,
+    Journaled,
     RunDir,
     Submission,
     check_campaign,
+    read_journaled,
     run_campaign,
     write_outputs,
 )
@@ -28,7 +30,7 @@ from ._codex import CodexInstall, find_codex
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
-from ._records import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
+from ._records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, EpisodeStarted
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
@@ -41,6 +43,7 @@ __all__ = [
     "METHODS",
     "OFFICIAL_SCENARIOS",
     "SERVE_LEARN_RECORDS",
+    "AllocationRaised",
     "Averages",
     "Backend",
     "CampaignSpec",
@@ -48,6 +51,7 @@ __all__ = [
     "Endpoint",
     "EpisodeEnded",
     "EpisodeStarted",
+    "Journaled",
     "LaunchConfig",
     "ManualReport",
     "Plan",
@@ -66,6 +70,7 @@ __all__ = [
     "make_method",
     "plan",
     "read_evaluators",
+    "read_journaled",
     "read_scenario",
     "resolve_endpoint",
     "run_campaign",

@@ -18,6 +18,7 @@ whose serving is complete but whose version is missing is learned.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -44,9 +45,10 @@ from .._core._journal import Journal, read_journal
 from .._core._runtime import Runtime, open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
-from .._lock import campaign_lock
+from .._lock import campaign_lock, refuse_if_locked
 from .._metering import MeterActor, MeterPlace
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
+from .._tags import check_tag
 from ..provider import (
     LOCAL_PRICES,
     FaultPlan,
@@ -63,6 +65,7 @@ from ._learner import LearnerEndpoint
 from ._methods import Method, Mwm, make_method
 from ._records import (
     SERVE_LEARN_RECORDS,
+    AllocationRaised,
     BlockLearned,
     CampaignEnded,
     CampaignStarted,
@@ -112,6 +115,35 @@ class CampaignSpec:
     # The mwm learner session: the built-in loop, or Codex CLI (`codex exec`) in the sandbox.
     learner_backend: Literal["builtin", "codex"] = "builtin"
     codex: CodexInstall | None = None
+    # On resume only: raise the journal's allocation by this much (journaled, from here on).
+    allocation_add: Decimal = Decimal(0)
+
+    def __post_init__(self) -> None:
+        """Refuse what no campaign can run with, before anything is written.
+
+        Raises:
+            ConfigError: a tag that is not a run name, or a number out of its range.
+        """
+        check_tag(self.tag)
+        if self.concurrency < 1:
+            raise ConfigError(
+                f"concurrency {self.concurrency} must be at least 1",
+                hint="--concurrency N runs N episodes at once",
+            )
+        if not self.allocation_usd.is_finite() or self.allocation_usd < 0:
+            raise ConfigError(
+                f"allocation {self.allocation_usd} must be a finite amount >= 0 USD",
+                hint="--allocation 5 allows $5 of provider spend",
+            )
+        if self.train_split is not None and self.train_split < 1:
+            raise ConfigError(f"train split {self.train_split} must be at least 1 case")
+        if not self.allocation_add.is_finite() or self.allocation_add < 0:
+            raise ConfigError(f"allocation raise {self.allocation_add} must be >= 0 USD")
+        if self.allocation_add and not self.resume:
+            raise ConfigError(
+                "an allocation is raised only on resume",
+                hint="start with --allocation, or resume with --allocation-add",
+            )
 
     def wire_model(self, model: str) -> str:
         """The name sent upstream: the model id after the backend, or a local model whole."""
@@ -152,6 +184,26 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prices: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET  # meters' prices format
     learner_backend: Literal["builtin", "codex"] | msgspec.UnsetType = msgspec.UNSET
     codex: CodexInstall | msgspec.UnsetType | None = msgspec.UNSET
+
+    @classmethod
+    def from_spec(cls, spec: CampaignSpec) -> Submission:
+        """``spec``'s settings, whole, as they are journaled (no key, no port, no runs)."""
+        return cls(
+            scenario=spec.scenario,
+            dataset=str(spec.dataset),
+            method=spec.method,
+            model=spec.model,
+            train_split=spec.train_split,
+            concurrency=spec.concurrency,
+            allocation_usd=spec.allocation_usd,
+            waiter=spec.waiter,
+            latency=spec.latency,
+            learner_model=spec.learner_model,
+            endpoints=dict(spec.endpoints),
+            prices=None if spec.prices is None else msgspec.to_builtins(spec.prices),
+            learner_backend=spec.learner_backend,
+            codex=spec.codex,
+        )
 
     @classmethod
     def decode(cls, spec: Mapping[str, Any]) -> Submission:
@@ -286,7 +338,6 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         return
     began = time.perf_counter()
     queued = provider = 0.0
-    await journal.append(EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version))  # type: ignore[arg-type]
     env: Environment = (
         shared.slb.environment(task.task_id)
         if shared.slb is not None
@@ -300,6 +351,11 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         waiting = time.perf_counter()
         async with shared.limiters[phase]:
             queued = time.perf_counter() - waiting
+            # Started once it holds its slot: an episode still queued at a kill never began,
+            # and simply runs after the resume.
+            await journal.append(
+                EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version)  # type: ignore[arg-type]
+            )
             episode = await run_episode(
                 shared.client,
                 model=shared.spec.wire_model(shared.spec.model),
@@ -599,19 +655,114 @@ def check_campaign(spec: CampaignSpec) -> Plan:
     return _checked(spec)[1]
 
 
+@dataclass(frozen=True)
+class Journaled:
+    """What a run directory's journal says of its campaign, for a resume."""
+
+    started: CampaignStarted | None = None
+    ended: CampaignEnded | None = None
+    episodes: int = 0  # episode records (a campaign's own work, not the runtime's)
+    allocation_usd: Decimal | None = None  # the start's, raised by every AllocationRaised
+
+    def submission(self) -> Submission | None:
+        """The settings the campaign started with (None before they were journaled)."""
+        if self.started is None or not self.started.settings:
+            return None
+        submission = Submission.decode(self.started.settings)
+        submission.allocation_usd = self.allocation_usd or Decimal(self.started.allocation_usd)
+        return submission
+
+
+def read_journaled(run_root: Path) -> Journaled:
+    """The campaign journal under ``run_root``, as a resume needs it (empty if none)."""
+    journal = run_root / "journal"
+    if not journal.is_dir():
+        return Journaled()
+    started: CampaignStarted | None = None
+    ended: CampaignEnded | None = None
+    episodes = 0
+    allocation: Decimal | None = None
+    for entry in read_journal(journal, RECORDS):
+        rec = entry.rec
+        if isinstance(rec, CampaignStarted):
+            started, allocation = rec, Decimal(rec.allocation_usd)
+        elif isinstance(rec, AllocationRaised):
+            allocation = Decimal(rec.allocation_usd)
+        elif isinstance(rec, CampaignEnded):
+            ended = rec
+        elif isinstance(rec, (EpisodeStarted, EpisodeEnded)):
+            episodes += 1
+    return Journaled(started, ended, episodes, allocation)
+
+
 def _checked(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     scenario, schedule = _prepare_scenario(spec)
     run = RunDir(spec.runs, spec.tag, spec.scenario)
     if run.root.exists() and not spec.resume:
+        never = not read_journaled(run.root).started
         raise ConfigError(
-            f"run directory {run.root} already exists",
-            hint="pick a new MW_TAG, or resume this campaign",
+            f"run directory {run.root} already exists"
+            + (" (its campaign never started)" if never else ""),
+            hint="resume it with --resume"
+            + (" (it starts afresh)" if never else "")
+            + ", or pick a new MW_TAG",
         )
-    if spec.resume and not run.journal.is_dir():
-        raise ConfigError(f"{run.root} has no campaign to resume")
+    if spec.resume:
+        if not run.root.is_dir():
+            raise ConfigError(
+                f"{run.root} has no campaign to resume", hint="check --runs and --tag"
+            )
+        refuse_if_locked(run.root)
+        _check_resume(spec, read_journaled(run.root))
     if spec.wm_port is not None:
         check_ports(spec.wm_port)
     return scenario, schedule
+
+
+# Where the campaign's inputs live on this machine, not what they are: a resume may find
+# them elsewhere (a moved runs directory, another Codex install).
+_WHERE_NOT_WHAT = ("dataset", "codex")
+
+
+def _check_resume(spec: CampaignSpec, journaled: Journaled) -> None:
+    """A resume continues the campaign its journal holds, exactly; else ConfigError.
+
+    A directory whose campaign never started (killed in its first moments) starts
+    afresh; one that completed, or whose journal holds episodes but no start, is refused.
+    """
+    where = spec.runs / spec.tag
+    if journaled.started is None:
+        if journaled.episodes:
+            raise ConfigError(
+                f"{where}: the journal holds episodes but never recorded the campaign's start",
+                hint="this is not a journal mw wrote; start a new campaign with another tag",
+            )
+        return
+    if journaled.ended is not None:
+        raise ConfigError(
+            f"campaign {spec.tag} already ended ({journaled.ended.state}); nothing to resume",
+            hint="its results are in task/results/; start a new campaign with another tag",
+        )
+    submission = journaled.submission()
+    if submission is None:  # journaled before its settings were: the start's own fields
+        started = journaled.started
+        theirs = {"scenario": started.scenario, "method": started.method, "model": started.model,
+                  "allocation_usd": str(journaled.allocation_usd)}  # fmt: skip
+    else:
+        theirs = msgspec.to_builtins(submission)
+    ours = msgspec.to_builtins(Submission.from_spec(spec))
+    for name, value in theirs.items():
+        if name in _WHERE_NOT_WHAT:
+            continue
+        if ours.get(name) != value:
+            raise ConfigError(
+                f"resume: {name} is {ours.get(name)!r} here but {value!r} in the campaign's "
+                "journal; a resume continues the campaign as it started",
+                hint="drop the flag (the journal's settings are used)"
+                + (", or raise the allocation with --allocation-add" if name == "allocation_usd"
+                   else "")
+                + ", or start a new campaign with another tag",
+            )  # fmt: skip
 
 
 def _prepare(spec: CampaignSpec) -> RunDir:
@@ -828,6 +979,8 @@ async def run_campaign(
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
     scenario, schedule = _checked(spec)
+    if spec.method == "mwm" and spec.learner_backend == "codex":
+        await sandbox.self_test("bwrap")  # trusted only once it proves its isolation here
     await probe_endpoints(spec, spec.models())
     run = _prepare(spec)
     with campaign_lock(run.root):
@@ -841,6 +994,12 @@ async def _run(
     schedule: Plan,
     on_started: Callable[[], None] | None,
 ) -> RunDir:
+    journaled = read_journaled(run.root)
+    raised = spec.allocation_add
+    if raised:
+        spec = dataclasses.replace(
+            spec, allocation_usd=spec.allocation_usd + raised, allocation_add=Decimal(0)
+        )
     shared = Shared(spec, run, scenario, schedule)
     interrupted = _restore(shared)
     # The reserver settles what the host meter already wrote down but did not settle;
@@ -873,7 +1032,11 @@ async def _run(
                 ended = ended_unknown(task, started)
                 await journal.append(ended)
                 shared.ended[task.task_id] = ended
-            if not spec.resume:
+            if raised and journaled.started is not None:
+                await journal.append(
+                    AllocationRaised(added_usd=str(raised), allocation_usd=str(spec.allocation_usd))
+                )
+            if journaled.started is None:  # a resume of one that never started starts it now
                 await journal.append(
                     CampaignStarted(
                         tag=spec.tag,
@@ -885,6 +1048,7 @@ async def _run(
                         test_versions={str(w.window): w.test_version for w in schedule.windows},
                         allocation_usd=str(spec.allocation_usd),
                         window_sizes={str(w.window): w.serving for w in schedule.windows},
+                        settings=msgspec.to_builtins(Submission.from_spec(spec)),
                     )
                 )
             reserver = await rt.root.child("reserver")

@@ -13,6 +13,7 @@ from .._core._records import Record
 
 __all__ = [
     "SERVE_LEARN_RECORDS",
+    "AllocationRaised",
     "BlockLearned",
     "CampaignEnded",
     "CampaignStarted",
@@ -35,6 +36,16 @@ class CampaignStarted(Record, tag="serve_learn.campaign_started", frozen=True):
     test_versions: dict[str, int]  # window -> version
     allocation_usd: str
     window_sizes: dict[str, int] = {}  # window -> serving cases
+    # Every setting the campaign runs with, as a daemon's Submission (never a key): a
+    # resume takes them from here. {} in journals written before it.
+    settings: dict[str, Any] = {}
+
+
+class AllocationRaised(Record, tag="serve_learn.allocation_raised", frozen=True):
+    """A resume raised the allocation (``--allocation-add``); it holds from here on."""
+
+    added_usd: str
+    allocation_usd: str
 
 
 class EpisodeStarted(Record, tag="serve_learn.episode_started", frozen=True):
@@ -78,6 +89,7 @@ class CampaignEnded(Record, tag="serve_learn.campaign_ended", frozen=True):
 
 SERVE_LEARN_RECORDS: tuple[type[Record], ...] = (
     CampaignStarted,
+    AllocationRaised,
     EpisodeStarted,
     EpisodeEnded,
     BlockLearned,

@@ -130,3 +130,24 @@ async def test_isolation_fails_closed(fixture_config: Path, tmp_path: Path) -> N
         await run_campaign(load_config(fixture_config), tmp_path / "run", no_bwrap)
     assert caught.value.code == "sandbox_unavailable"
     assert not (tmp_path / "run").exists()
+
+
+def ignoring_bwrap(tmp_path: Path) -> Path:
+    """A "bubblewrap" that ignores every isolation flag and runs the command on the host."""
+    path = tmp_path / "bwrap"
+    path.write_text(
+        '#!/bin/sh\nwhile [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+async def test_a_backend_that_does_not_isolate_is_refused_before_any_trial(
+    fixture_config: Path, tmp_path: Path
+) -> None:
+    """It once ran every trial on the host and recorded ``"isolated": true``."""
+    liar = CampaignOptions(bwrap=ignoring_bwrap(tmp_path), git_commit="test")
+    with pytest.raises(SandboxUnavailable, match="failed its self-test") as caught:
+        await run_campaign(load_config(fixture_config), tmp_path / "run", liar)
+    assert caught.value.code == "sandbox_unavailable"
+    assert not (tmp_path / "run").exists()

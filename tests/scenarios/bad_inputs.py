@@ -1,0 +1,37 @@
+"""Numbers and URLs a careless user types: each is refused at parse time in one line.
+
+``{runs}``, ``{ledger}`` and ``{prices}`` are filled in by the test; nothing may
+appear under them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BadInput:
+    argv: tuple[str, ...]
+    says: str  # the one line names this
+
+
+_RUN = ("serve-learn", "run", "synthetic_l1", "--runs", "{runs}", "--tag", "t")
+_METER = (
+    "meter", "--role", "host", "--upstream", "http://127.0.0.1:9/v1", "--key-env", "HOME",
+    "--prices", "{prices}", "--ledger-dir", "{ledger}",
+)  # fmt: skip
+
+BAD_INPUTS = [
+    BadInput((*_RUN, "--allocation", "-1"), "--allocation -1 must be a finite amount"),
+    BadInput((*_RUN, "--allocation", "nan"), "--allocation nan must be a finite amount"),
+    BadInput((*_RUN, "--allocation", "Infinity"), "must be a finite amount"),
+    BadInput((*_RUN, "--concurrency", "-3"), "concurrency -3 must be at least 1"),
+    BadInput((*_RUN, "--concurrency", "0"), "concurrency 0 must be at least 1"),
+    BadInput((*_RUN, "--train-split", "0"), "train split 0 must be at least 1"),
+    BadInput((*_METER, "--allocation", "-5"), "--allocation -5 must be a finite amount"),
+    BadInput((*_METER, "--port", "99999"), "--port 99999 is not a TCP port"),
+    BadInput((*_METER, "--port", "-1"), "--port -1 is not a TCP port"),
+    BadInput(("meter", *_METER[1:4], "ftp://x/v1", *_METER[5:]), "is not an http(s) URL"),
+    BadInput(("meter", *_METER[1:4], "localhost:8000", *_METER[5:]), "is not an http(s) URL"),
+    BadInput(("provider", "--port", "99999"), "--port 99999 is not a TCP port"),
+]
