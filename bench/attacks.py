@@ -239,6 +239,7 @@ def queued_started(kills: int, seed: int, tmp: Path) -> tuple[int, list[int]]:
 
 
 def tracebacks(tmp: Path) -> tuple[int, int]:
+    tmp.mkdir(parents=True)
     prices = tmp / "prices.json"
     prices.write_text(LOCAL_PRICES.read_text())
     places = {"runs": tmp / "runs", "ledger": tmp / "ledger", "prices": prices}

@@ -17,6 +17,9 @@ Figures:
 - requests/s with 32 concurrent connections, measured by wrk (a C load generator),
   direct and through the meter in turns (the median of each), and through LiteLLM
   (goal: >= 3x LiteLLM, >= 50% of direct);
+- the same latencies and requests/s through a capped meter (``--allocation``), as
+  every campaign runs one: its budget journaled, and an answer asked for whole
+  fetched as a stream so that an upstream past its limit can be cut;
 - the meter's RSS as requests accumulate (goal: no growth with request count).
 """
 
@@ -222,12 +225,19 @@ async def main(
             "--key-env", "BENCH_KEY", "--prices", str(LOCAL_PRICES), "--ledger-dir",
             str(tmp / "ledger"), env={"BENCH_KEY": "sk-bench"},
         )  # fmt: skip
+        # A capped meter, as every campaign runs one: its budget journaled, and an answer
+        # asked for whole fetched as a stream (so that an overrun can be cut).
+        capped_meter, capped = start(
+            "meter", "--role", "host", "--port", "0", "--upstream", direct,
+            "--key-env", "BENCH_KEY", "--prices", str(LOCAL_PRICES), "--ledger-dir",
+            str(tmp / "capped"), "--allocation", "1000000", env={"BENCH_KEY": "sk-bench"},
+        )  # fmt: skip
         litellm = start_litellm(direct, tmp) if with_litellm else None
         try:
-            paths = {"direct": direct, "meter": metered}
+            paths = {"direct": direct, "meter": metered, "capped": capped}
             if litellm is not None:
                 paths["litellm"] = litellm[1]
-            compared = {name: paths[name] for name in ("direct", "meter")}
+            compared = {name: paths[name] for name in ("direct", "meter", "capped")}
             async with httpx.AsyncClient(timeout=60, headers=AUTH) as client:
                 await latency(client, paths, 50)  # warm every path up
                 figures = await latency(client, compared, requests)
@@ -235,32 +245,40 @@ async def main(
                     figures.update(await latency(client, {"litellm": paths["litellm"]}, requests))
             names = list(paths)
             header = " | ".join(f"{n:>10}" for n in names)
-            print(f"| {'figure':<26} | {header} | {'meter added':>11} | goal |")
-            print(f"|{'-' * 28}|" + "|".join("-" * 12 for _ in names) + f"|{'-' * 13}|------|")
+            print(f"| {'figure':<26} | {header} | {'meter added':>11} | capped added | goal |")
+            print(
+                f"|{'-' * 28}|" + "|".join("-" * 12 for _ in names) + f"|{'-' * 13}|"
+                f"{'-' * 14}|------|"
+            )
             for kind in ("whole", "first byte", "last byte"):
                 for q, goal in ((0.5, "<= +0.5 ms"), (0.99, "<= +2 ms")):
                     values = {n: pct(figures[n][kind], q) for n in names}
                     cells = " | ".join(f"{ms(values[n]):>10}" for n in names)
                     added = ms(values["meter"] - values["direct"])
+                    capped_added = ms(values["capped"] - values["direct"])
                     label = f"{kind} p{int(q * 100)}"
-                    print(f"| {label:<26} | {cells} | {added:>11} | {goal} |")
+                    print(f"| {label:<26} | {cells} | {added:>11} | {capped_added:>12} | {goal} |")
             # Direct and meter take turns, ``rounds`` times, and each keeps its median: the
             # machine's noise (it is shared) falls on both alike. LiteLLM runs once.
             runs: dict[str, list[float]] = {n: [] for n in names}
             for _ in range(rounds):
-                for name in ("direct", "meter"):
+                for name in ("direct", "meter", "capped"):
                     runs[name].append(wrk(paths[name], seconds, tmp))
             if "litellm" in paths:
                 runs["litellm"].append(wrk(paths["litellm"], seconds, tmp))
             rps = {n: statistics.median(values) for n, values in runs.items()}
             cells = " | ".join(f"{rps[n]:>10,.0f}" for n in names)
-            ratio = f"{rps['meter'] / rps['direct']:.0%} of direct"
+            ratio = (
+                f"{rps['meter'] / rps['direct']:.0%} of direct "
+                f"(capped {rps['capped'] / rps['direct']:.0%})"
+            )
             if "litellm" in rps:
                 ratio += f", {rps['meter'] / rps['litellm']:.1f}x litellm"
             label = f"requests/s, wrk, median of {rounds}"
             print(f"| {label:<26} | {cells} | {ratio} | >= 50%, >= 3x |")
             spread = ", ".join(
-                f"{n} " + "/".join(f"{v:,.0f}" for v in runs[n]) for n in ("direct", "meter")
+                f"{n} " + "/".join(f"{v:,.0f}" for v in runs[n])
+                for n in ("direct", "meter", "capped")
             )
             print(f"| {'  each wrk run':<26} | {spread} |")
             marks = []
@@ -272,7 +290,11 @@ async def main(
             trail = ", ".join(f"{n:,}: {kib / 1024:.1f} MiB" for n, kib in marks)
             print(f"| meter RSS after requests | {trail} | goal: no growth |")
         finally:
-            processes: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = [meter, provider]
+            processes: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = [
+                meter,
+                capped_meter,
+                provider,
+            ]
             if litellm is not None:
                 processes.insert(0, litellm[0])
             for process in processes:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -58,6 +59,13 @@ def git_commit() -> str:
     return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
+def _first_leaf(group: BaseExceptionGroup[Any]) -> Any:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
+
+
 def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     """Parse, run the chosen command, and turn an MwError into one line and exit status 2."""
     from mw_errors import MwError
@@ -68,6 +76,12 @@ def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] 
         status: int = args.func(args)
     except MwError as exc:
         print(f"{prog}: {exc.render()}", file=sys.stderr)
+        return 2
+    except ExceptionGroup as group:  # a task group's: say its first error of ours, once
+        matched, rest = group.split(MwError)
+        if matched is None or rest is not None:  # a bug beside it is not hidden
+            raise
+        print(f"{prog}: {_first_leaf(matched).render()}", file=sys.stderr)
         return 2
     except PermissionError as exc:  # another user's runs, socket or file
         where = exc.filename or "a file"

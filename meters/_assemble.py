@@ -89,7 +89,9 @@ class Assembler(Protocol):
 
     malformed: int  # events whose data was not JSON (the upstream's answer is broken)
 
-    def feed(self, event: ServerSentEvent) -> None: ...
+    def feed(self, event: ServerSentEvent, decoded: Any = None) -> None:
+        """Take ``event`` (``decoded``: its data, when the caller decoded it already)."""
+        ...
 
     def answer(self) -> dict[str, Any] | None:
         """The whole answer, or None if the stream never said enough to make one."""
@@ -105,10 +107,10 @@ class ChatAssembler:
         self._usage: Any = None
         self.malformed = 0
 
-    def feed(self, event: ServerSentEvent) -> None:
+    def feed(self, event: ServerSentEvent, decoded: Any = None) -> None:
         if event.data.strip() == "[DONE]" or not event.data:
             return
-        chunk = _decode(event.data)
+        chunk = decoded if decoded is not None else _decode(event.data)
         if not isinstance(chunk, dict):
             self.malformed += 1
             return
@@ -154,7 +156,7 @@ class ResponsesAssembler:
         self._response: dict[str, Any] | None = None
         self.malformed = 0
 
-    def feed(self, event: ServerSentEvent) -> None:
+    def feed(self, event: ServerSentEvent, decoded: Any = None) -> None:
         if event.event is not None and event.event not in self.TERMINAL:
             return  # the pieces; the terminal event carries the whole
         body = _decode(event.data) if event.data else None

@@ -92,8 +92,8 @@ class MeterConfig:
     upstream_timeout: float = 600.0
     # The upstream speaks only Chat Completions: translate /v1/responses (the learner's).
     adapt_responses: bool = False
-    # Fetch an answer asked for whole as a stream, and send it whole: only a stream can
-    # be cut where an upstream passes the output reserved for it.
+    # With an allocation, fetch an answer asked for whole as a stream, and send it whole:
+    # only a stream can be cut where an upstream passes the output reserved for it.
     whole_as_stream: bool = True
     server: ServerLimits = field(default_factory=ServerLimits)
 
@@ -479,7 +479,8 @@ class Meter:
         blocked = await self._reserve(attempt, worst)
         if blocked is not None:
             return blocked
-        as_stream = not attempt.streamed and self.config.whole_as_stream
+        # Only a capped meter must cut: without an allocation, a whole answer goes as asked.
+        as_stream = not attempt.streamed and self.config.whole_as_stream and bool(self.reserver)
         if self.config.adapt_responses and rule == "responses":
             chat, custom = chat_request({**body, "stream": True} if as_stream else body)
             payload = _encode(chat)
@@ -730,7 +731,7 @@ class Meter:
                     if tracker.token_events > attempt.output_ceiling:
                         raise _Overrun  # this event was not reserved for: it is not relayed
                     if assembler is not None:
-                        assembler.feed(event)
+                        assembler.feed(event, chat.chunk if chat is not None else None)
                         continue
                     out += b"".join(translator.feed(event.raw)) if translator else event.raw
                 if (chat is not None and chat.done) or (responses and responses.terminal):

@@ -13,6 +13,7 @@ cached input is ``input_tokens_details.cached_tokens`` and reasoning
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -118,6 +119,11 @@ def _parse_event(raw: bytes) -> ServerSentEvent:
 
 
 _OUTPUT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+# A chunk whose delta carries output: one of these keys with a non-empty string. A chunk
+# counts once however many it holds, so the count never passes the tokens it carried.
+_OUTPUT = re.compile(
+    r'"(?:content|reasoning_content|reasoning|refusal|arguments|name)"\s*:\s*"[^"]'
+)
 
 
 def _output_deltas(choices: Any) -> int:
@@ -150,9 +156,10 @@ def _decode(data: str) -> Any:
 class ChatStream:
     """Follows a streamed Chat Completion: usage, output deltas, usage-only chunks.
 
-    ``token_events`` counts the choice deltas that carried output: a lower bound
-    on the output tokens streamed so far, which the meter holds against the
-    output it reserved for.
+    ``token_events`` counts the chunks that carried output (found without
+    decoding, unless a key is spelled with escapes): a lower bound on the output
+    tokens streamed so far, which the meter holds against the output it
+    reserved for.
     """
 
     def __init__(self) -> None:
@@ -160,17 +167,25 @@ class ChatStream:
         self.usage_block: dict[str, Any] | None = None
         self.done = False
         self.token_events = 0
+        self.chunk: Any = None  # the last event's data, decoded (None: [DONE] or not JSON)
 
     def observe(self, event: ServerSentEvent) -> bool:
         """Record what ``event`` says; return True if it is a usage-only chunk."""
         data = event.data
         if data.strip() == "[DONE]":
-            self.done = True
+            self.done, self.chunk = True, None
             return False
-        chunk = _decode(data)
+        escaped = "\\u" in data  # a key may be spelled with escapes: decode to be sure
+        if not escaped:
+            self.token_events += _OUTPUT.search(data) is not None
+            if "usage" not in data:
+                self.chunk = None  # no usage here: nothing more to decode
+                return False
+        self.chunk = chunk = _decode(data)
         if not isinstance(chunk, dict):
             return False
-        self.token_events += _output_deltas(chunk.get("choices"))
+        if escaped:
+            self.token_events += _output_deltas(chunk.get("choices"))
         block = chunk.get("usage")
         if isinstance(block, dict):
             self.usage = chat_usage(block)

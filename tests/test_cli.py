@@ -9,7 +9,7 @@ import pytest
 
 from tests.processes import mw
 
-from .scenarios.bad_inputs import BAD_INPUTS, BadInput
+from .scenarios.bad_inputs import BAD_INPUTS, MISSING, BadInput
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,3 +81,12 @@ def test_journal_check_reads_a_campaign_journal_and_fails_on_none(tmp_path: Path
     (tmp_path / "empty").mkdir()
     empty = mw("journal", "check", str(tmp_path / "empty"))
     assert empty.returncode == 2 and "no journal here" in empty.stderr
+
+
+@pytest.mark.parametrize(("argv", "says"), MISSING, ids=lambda x: str(x)[:40])
+def test_a_missing_thing_is_one_line(tmp_path: Path, argv: tuple[str, ...], says: str) -> None:
+    (tmp_path / "runs").mkdir()
+    result = mw(*[arg.format(runs=tmp_path / "runs") for arg in argv])
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert says in line and "hint:" in line, line

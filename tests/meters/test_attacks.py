@@ -276,3 +276,25 @@ async def test_a_meter_stopped_mid_request_writes_one_true_line(
     assert len(meters.read_ledger(tmp_path / "m" / "ledger.jsonl")) == 1
     assert reserver.budget.open_reservations() == []
     assert reserver.budget.settled == Decimal(line.cost_usd)
+
+
+@pytest.mark.parametrize(
+    ("data", "counted"),
+    [
+        ('{"choices": [{"delta": {"role": "assistant", "content": ""}}]}', 0),
+        ('{"choices": [{"delta": {"content": "hi"}}]}', 1),
+        ('{"choices":[{"delta":{"content":"\\"q"}}]}', 1),
+        ('{"choices": [{"delta": {"reasoning_content": "think"}}]}', 1),
+        ('{"choices": [{"delta": {"content": null}, "finish_reason": "stop"}]}', 0),
+        ('{"choices": [{"delta": {"tool_calls": [{"function": {"arguments": "{\\"a"}}]}}]}', 1),
+        ('{"choices": [{"delta": {"\\u0063ontent": "escaped key"}}]}', 1),
+        ('{"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}', 0),
+        ('{"choices": [{"delta": {"content": "a", "reasoning_content": "b"}}]}', 1),
+    ],
+)
+async def test_a_chunk_with_output_counts_once_however_it_is_spelled(
+    data: str, counted: int
+) -> None:
+    stream = meters.ChatStream()
+    stream.observe(meters.ServerSentEvent(None, data, b""))
+    assert stream.token_events == counted

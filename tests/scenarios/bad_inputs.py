@@ -35,3 +35,13 @@ BAD_INPUTS = [
     BadInput(("meter", *_METER[1:4], "localhost:8000", *_METER[5:]), "is not an http(s) URL"),
     BadInput(("provider", "--port", "99999"), "--port 99999 is not a TCP port"),
 ]
+
+# Names of things that are not there: one line each, never a traceback.
+MISSING = [
+    (("attach", "nobody", "--runs", "{runs}", "--once"), "no journal here"),
+    (("attach", "nobody", "--runs", "{runs}"), "no journal here"),
+    (("journal", "check", "{runs}"), "no journal here"),
+    (("serve-learn", "run", "nope", "--runs", "{runs}"), "needs --dataset"),
+    (("serve-learn", "run", "synthetic_l1", "--runs", "{runs}", "--tag", "x", "--resume"),
+     "has no campaign to resume"),
+]  # fmt: skip
