@@ -11,22 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import msgspec
-
-from ._usage import ServerSentEvent
+from ._usage import ServerSentEvent, decode_or_none
 
 __all__ = ["Assembler", "ChatAssembler", "ResponsesAssembler"]
 
-_json = msgspec.json.Decoder()
 _HEAD = ("id", "created", "model", "system_fingerprint", "service_tier")
 _TEXT = ("content", "reasoning_content", "reasoning", "refusal")
-
-
-def _decode(data: str) -> Any:
-    try:
-        return _json.decode(data)
-    except (msgspec.DecodeError, RecursionError):
-        return None
 
 
 class _Choice:
@@ -110,7 +100,7 @@ class ChatAssembler:
     def feed(self, event: ServerSentEvent, decoded: Any = None) -> None:
         if event.data.strip() == "[DONE]" or not event.data:
             return
-        chunk = decoded if decoded is not None else _decode(event.data)
+        chunk = decoded if decoded is not None else decode_or_none(event.data)
         if not isinstance(chunk, dict):
             self.malformed += 1
             return
@@ -159,7 +149,7 @@ class ResponsesAssembler:
     def feed(self, event: ServerSentEvent, decoded: Any = None) -> None:
         if event.event is not None and event.event not in self.TERMINAL:
             return  # the pieces; the terminal event carries the whole
-        body = _decode(event.data) if event.data else None
+        body = decode_or_none(event.data) if event.data else None
         if not isinstance(body, dict):
             self.malformed += event.event is not None
             return

@@ -146,7 +146,8 @@ def _call_carries_output(call: Any) -> bool:
     return isinstance(function, dict) and bool(function.get("arguments") or function.get("name"))
 
 
-def _decode(data: str) -> Any:
+def decode_or_none(data: str) -> Any:
+    """JSON decoded, or None: malformed, or nested past msgspec's recursion bound."""
     try:
         return _json.decode(data)
     except (msgspec.DecodeError, RecursionError):
@@ -181,7 +182,7 @@ class ChatStream:
             if "usage" not in data:
                 self.chunk = None  # no usage here: nothing more to decode
                 return False
-        self.chunk = chunk = _decode(data)
+        self.chunk = chunk = decode_or_none(data)
         if not isinstance(chunk, dict):
             return False
         if escaped:
@@ -211,7 +212,7 @@ class ResponsesStream:
             if name.endswith(".delta"):
                 self.token_events += 1
             return  # named, and not the end: nothing to decode
-        body = _decode(event.data) if event.data else None
+        body = decode_or_none(event.data) if event.data else None
         kind = name or (body.get("type") if isinstance(body, dict) else None)
         if isinstance(kind, str) and kind.endswith(".delta"):
             self.token_events += 1

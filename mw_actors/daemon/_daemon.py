@@ -35,6 +35,7 @@ import structlog
 
 from mw_errors import ConfigError, MwError
 
+from .._convert import convert
 from .._core._journal import open_journal, read_journal
 from .._core._records import Record
 from .._core._runtime import Runtime, observe_runtimes
@@ -139,13 +140,8 @@ class EditingSubmission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         Raises:
             ConfigError: a field is unknown, missing or of the wrong type.
         """
-        try:
-            return msgspec.convert(spec, cls)
-        except msgspec.ValidationError as exc:
-            raise ConfigError(
-                f"editing campaign spec: {exc}",
-                hint='send {"config": "CONFIG.json", "local_trusted": false}',
-            ) from None
+        hint = 'send {"config": "CONFIG.json", "local_trusted": false}'
+        return convert(spec, cls, "editing campaign spec", hint)
 
 
 class _Campaign:

@@ -40,6 +40,7 @@ import meters
 import sandbox
 from mw_errors import ConfigError, ProviderRefused, SandboxUnavailable
 
+from .._convert import convert
 from .._core._actor import Actor, ActorContext, ActorRef
 from .._core._journal import Journal, read_journal
 from .._core._runtime import Runtime, open_runtime
@@ -212,13 +213,8 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Raises:
             ConfigError: a field is unknown, missing or of the wrong type.
         """
-        try:
-            return msgspec.convert(spec, cls)
-        except msgspec.ValidationError as exc:
-            raise ConfigError(
-                f"campaign spec: {exc}",
-                hint="the fields are mw serve-learn run's settings; see `mw serve-learn run -h`",
-            ) from None
+        hint = "the fields are mw serve-learn run's settings; see `mw serve-learn run -h`"
+        return convert(spec, cls, "campaign spec", hint)
 
     def settings(self) -> dict[str, Any]:
         """The fields given, as :class:`CampaignSpec` keywords (prices as a checked table).
