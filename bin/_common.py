@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-__all__ = ["bwrap_override", "configure_logging", "git_commit", "run_command"]
+__all__ = ["absolute_path", "bwrap_override", "configure_logging", "git_commit", "run_command"]
 
 
 def configure_logging(verbose: bool) -> None:
@@ -35,6 +35,15 @@ def configure_logging(verbose: bool) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def absolute_path(value: str) -> Path:
+    """A path flag, made absolute once, at parse time, against the caller's directory.
+
+    What a command hands on (to a daemon, a campaign, a child process, a journal)
+    is this path, so it means the same wherever that runs.
+    """
+    return Path(os.path.abspath(os.path.expanduser(value)))
 
 
 def bwrap_override() -> Path | None:

@@ -15,14 +15,14 @@ from typing import Any
 
 from mw_errors import ConfigError, MwError
 
-from ._common import bwrap_override, git_commit, run_command
+from ._common import absolute_path, bwrap_override, git_commit, run_command
 
 DEFAULT_RUNS = "~/code/metaworld-runs"
 
 
-def _runs_dir(flag: str | None) -> Path:
+def _runs_dir(flag: str | Path | None) -> Path:
     """``--runs``, else MW_RUNS, else the default: absolute, against the caller's directory."""
-    return Path(flag or os.environ.get("MW_RUNS") or DEFAULT_RUNS).expanduser().absolute()
+    return absolute_path(str(flag or os.environ.get("MW_RUNS") or DEFAULT_RUNS))
 
 
 class _DaemonProcess:
@@ -692,25 +692,48 @@ def _daemon_start(args: argparse.Namespace) -> int:
             hint=f"use it, or stop it with `mw daemon stop --runs {runs}`",
         )
     paths.home.mkdir(parents=True, mode=0o700, exist_ok=True)
+    source = Path(__file__).resolve().parents[1]
+    # The daemon works in its runs directory, with mw's source first on its path and not
+    # the working directory's (-P: nothing under the runs directory is imported).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(source),
+           os.environ.get("PYTHONPATH")]))}  # fmt: skip
     with open(paths.log, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bin.mw", "daemon", "run", "--runs", str(runs)],
+            [sys.executable, "-P", "-m", "bin.mw", "daemon", "run", "--runs", str(runs)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=runs,
+            env=env,
         )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + args.timeout
     while not daemon_running(runs):
+        failed = None
         if process.poll() is not None:
             tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
-            raise ConfigError(f"the daemon did not start: {tail[0]}", hint=f"see {paths.log}")
-        if time.monotonic() > deadline:
-            raise ConfigError("the daemon did not listen within 60 s", hint=f"see {paths.log}")
+            failed = f"the daemon did not start: {tail[0]}"
+        elif time.monotonic() > deadline:
+            failed = f"the daemon did not listen on {paths.socket} within {args.timeout:g} s"
+        if failed is not None:
+            _end(process)  # never a daemon left running after a reported failure
+            raise ConfigError(failed, hint=f"see {paths.log}")
         time.sleep(0.05)
     print(f"mw daemon: pid {process.pid}, socket {paths.socket}, log {paths.log}")
     return 0
+
+
+def _end(process: Any) -> None:
+    """Stop a daemon process that failed to start: SIGTERM, then SIGKILL after 10 s."""
+    import subprocess
+
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _daemon_request(runs: Path, request: Any) -> Any:
@@ -871,16 +894,26 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runs",
+        type=absolute_path,
+        help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS}; relative to where you are)",
+    )
+
+
 def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool = False) -> None:
     """The options of ``serve-learn run``, ``submit`` and ``test``.
 
     A flag overrides the environment, which overrides the launch config (--config).
     """
     parser.add_argument("scenario")
-    parser.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
-    parser.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    parser.add_argument("--dataset", type=absolute_path, help="a ServeLearnBench dataset/ folder")
+    _runs_option(parser)
     parser.add_argument("--tag", help=tag)
-    parser.add_argument("--config", help="a launch config (YAML): models, backends, prices")
+    parser.add_argument(
+        "--config", type=absolute_path, help="a launch config (YAML): models, backends, prices"
+    )
     parser.add_argument(
         "--model", help="the host model, <backend>/<model id> (default $MW_MODEL, local/scripted)"
     )
@@ -915,7 +948,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="run the offline demo end to end")
-    demo.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    _runs_option(demo)
     demo.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     demo.set_defaults(func=_demo)
 
@@ -927,8 +960,16 @@ def _parser() -> argparse.ArgumentParser:
     selftest.set_defaults(func=_sandbox_self_test)
     run = box_commands.add_parser("exec", help="run a command in a sandbox")
     run.add_argument("--backend", default="bwrap", help="bwrap (default) or local-trusted")
-    run.add_argument("--scratch", required=True, help="an empty (or new) scratch directory")
-    run.add_argument("--input", action="append", default=[], help="a read-only input directory")
+    run.add_argument(
+        "--scratch", type=absolute_path, required=True, help="an empty (or new) scratch directory"
+    )
+    run.add_argument(
+        "--input",
+        type=absolute_path,
+        action="append",
+        default=[],
+        help="a read-only input directory",
+    )
     run.add_argument("--timeout", type=float, help="wall-clock limit in seconds")
     run.add_argument("--memory", type=int, help="address-space limit in bytes")
     run.add_argument("--json", action="store_true", help="print the ExecResult as JSON")
@@ -944,7 +985,9 @@ def _parser() -> argparse.ArgumentParser:
         help="scripted (default), smollm2 (a real small model), or the synthetic scenario's "
         "host or learner",
     )
-    provider.add_argument("--script", help="a JSON script for the scripted engine")
+    provider.add_argument(
+        "--script", type=absolute_path, help="a JSON script for the scripted engine"
+    )
     provider.add_argument(
         "--api-key-env",
         help="answer 401 unless a request carries the key this variable holds, as a hosted "
@@ -952,13 +995,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     provider.add_argument(
         "--model-dir",
+        type=absolute_path,
         help="smollm2: the safetensors snapshot, imported there once if missing "
         "(default ~/.cache/mw/smollm2-135m-instruct)",
     )
     provider.add_argument(
         "--max-new-tokens", type=int, default=128, help="smollm2: the longest answer"
     )
-    provider.add_argument("--faults", help="a JSON fault plan")
+    provider.add_argument("--faults", type=absolute_path, help="a JSON fault plan")
     provider.add_argument("--latency", help="ttft=SECONDS,tps=TOKENS_PER_S,drip=SECONDS")
     provider.set_defaults(func=_provider)
 
@@ -967,8 +1011,8 @@ def _parser() -> argparse.ArgumentParser:
     meter.add_argument("--port", type=int, default=0)
     meter.add_argument("--upstream", required=True, help="the provider's base URL")
     meter.add_argument("--key-env", required=True, help="the variable holding the upstream key")
-    meter.add_argument("--prices", required=True, help="the prices file (JSON)")
-    meter.add_argument("--ledger-dir", required=True)
+    meter.add_argument("--prices", type=absolute_path, required=True, help="the prices file (JSON)")
+    meter.add_argument("--ledger-dir", type=absolute_path, required=True)
     meter.add_argument("--allocation", help="the cumulative allocation in USD")
     meter.add_argument(
         "--adapt-responses",
@@ -981,7 +1025,7 @@ def _parser() -> argparse.ArgumentParser:
     serve_commands = serve.add_subparsers(dest="serve_command", required=True)
     plan = serve_commands.add_parser("plan", help="the schedule: blocks and test versions")
     plan.add_argument("scenario")
-    plan.add_argument("--dataset", help="a ServeLearnBench dataset/ folder")
+    plan.add_argument("--dataset", type=absolute_path, help="a ServeLearnBench dataset/ folder")
     plan.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(func=_plan)
@@ -1022,18 +1066,22 @@ def _parser() -> argparse.ArgumentParser:
         ("run", _daemon_run, "the daemon in the foreground (what start detaches)"),
     ):
         command = daemon_commands.add_parser(name, help=text)
-        command.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+        _runs_option(command)
         command.set_defaults(func=func)
+        if name == "start":
+            command.add_argument(
+                "--timeout", type=float, default=60, help="seconds to wait for it to listen"
+            )
 
     status = commands.add_parser("status", help="where a campaign stands (daemon or not)")
     status.add_argument("tag", nargs="?", help="the campaign's tag (default: every campaign)")
-    status.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    _runs_option(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=_status)
 
     attach = commands.add_parser("attach", help="a live view of a campaign (Ctrl-C detaches)")
     attach.add_argument("tag", nargs="?", help="the campaign (default: the newest)")
-    attach.add_argument("--runs", help=f"runs directory (default $MW_RUNS or {DEFAULT_RUNS})")
+    _runs_option(attach)
     attach.add_argument("--once", action="store_true", help="print one frame and exit")
     attach.add_argument("--until-done", action="store_true", help="exit when it ends")
     attach.set_defaults(func=_attach)
@@ -1046,7 +1094,7 @@ def _parser() -> argparse.ArgumentParser:
     journal = commands.add_parser("journal", help="inspect a campaign journal")
     journal_commands = journal.add_subparsers(dest="journal_command", required=True)
     check = journal_commands.add_parser("check", help="verify every line and summarise")
-    check.add_argument("path", type=Path, help="the journal directory")
+    check.add_argument("path", type=absolute_path, help="a journal, or a run directory")
     check.set_defaults(func=_journal_check)
     return parser
 

