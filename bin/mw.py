@@ -34,7 +34,7 @@ class _DaemonProcess:
 
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            _daemon_start(argparse.Namespace(runs=str(runs)))
+            _daemon_start(argparse.Namespace(runs=str(runs), timeout=60.0))
         return out.getvalue().strip()
 
     def stop(self, runs: Path) -> str:
@@ -155,8 +155,8 @@ def _latency(spec: str | None) -> dict[str, float]:
     return fields
 
 
-def _allocation(text: str) -> Decimal:
-    """``--allocation``, an amount in USD.
+def _allocation(text: str, flag: str = "--allocation") -> Decimal:
+    """``--allocation`` (or ``flag``), an amount in USD.
 
     Raises:
         ConfigError: it is not a finite amount >= 0.
@@ -164,10 +164,10 @@ def _allocation(text: str) -> Decimal:
     try:
         amount = Decimal(text)
     except InvalidOperation:
-        raise ConfigError(f"--allocation {text!r} is not an amount in USD") from None
+        raise ConfigError(f"{flag} {text!r} is not an amount in USD") from None
     if not amount.is_finite() or amount < 0:
         raise ConfigError(
-            f"--allocation {text} must be a finite amount >= 0 USD",
+            f"{flag} {text} must be a finite amount >= 0 USD",
             hint="--allocation 5 allows $5 of provider spend",
         )
     return amount
@@ -449,7 +449,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
             hint="start with --allocation, or add --resume",
         )
     spec = _resume_spec(args, runs, tag) if args.resume else None
-    if spec is None:
+    if spec is None:  # a new campaign (or one whose journal holds no settings yet)
         spec = CampaignSpec(
             tag=tag,
             scenario=args.scenario,
@@ -457,6 +457,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
             runs=runs,
             resume=args.resume,
             wm_port=_wm_port(),
+            allocation_add=_allocation_add(args),
             **_campaign_settings(args),  # before anything is written
         )
     _ensure_dataset(spec.dataset, spec.scenario)
@@ -541,8 +542,15 @@ def _resume_spec(args: argparse.Namespace, runs: Path, tag: str) -> Any:
         runs=runs,
         resume=True,
         wm_port=_wm_port(),
-        allocation_add=_allocation(args.allocation_add) if args.allocation_add else Decimal(0),
+        allocation_add=_allocation_add(args),
         **journaled,
+    )
+
+
+def _allocation_add(args: argparse.Namespace) -> Decimal:
+    """``--allocation-add`` (0 without it)."""
+    return (
+        _allocation(args.allocation_add, "--allocation-add") if args.allocation_add else Decimal(0)
     )
 
 

@@ -45,3 +45,8 @@ MISSING = [
     (("serve-learn", "run", "synthetic_l1", "--runs", "{runs}", "--tag", "x", "--resume"),
      "has no campaign to resume"),
 ]  # fmt: skip
+
+BAD_INPUTS += [
+    BadInput((*_RUN, "--resume", "--allocation-add", "-2"), "--allocation-add -2 must be a finite"),
+    BadInput((*_RUN, "--allocation-add", "2"), "--allocation-add raises a campaign's allocation"),
+]
