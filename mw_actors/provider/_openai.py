@@ -97,6 +97,13 @@ class Provider:
             return openai_error(
                 400, "invalid_request_error", "invalid_json", "the body is not JSON"
             )
+        for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            value: Any = body.get(key) if isinstance(body, dict) else None
+            if value is not None and (type(value) is not int or value < 1):
+                # as a hosted provider refuses it, before any engine sees it
+                return openai_error(
+                    400, "invalid_request_error", "invalid_value", f"{key} must be an integer >= 1"
+                )
         fault = self.faults.fault(next(self._numbers))
         self._by_fault[fault] = self._by_fault.get(fault, 0) + 1
         if fault == "rate_limited":

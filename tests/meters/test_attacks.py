@@ -17,7 +17,14 @@ import pytest
 import meters
 from mw_actors.provider import FaultPlan, Latency, Reply, ScriptedEngine
 
-from ..scenarios.meter_attacks import BAD_BODIES, BYPASSES, OVERRUNS, Attack, Overrun
+from ..scenarios.meter_attacks import (
+    BAD_BODIES,
+    BYPASSES,
+    OVERRUNS,
+    RESERVATIONS,
+    Attack,
+    Overrun,
+)
 from .conftest import SECRET, open_wire
 
 pytestmark = pytest.mark.anyio
@@ -62,27 +69,21 @@ async def test_no_spelling_of_a_request_passes_the_cap(tmp_path: Path, attack: A
     assert (line.status, line.http_status, line.cost_usd) == (attack.ledger, attack.status, "0")
 
 
-async def test_the_larger_of_two_output_limits_is_reserved(
-    tmp_path: Path, prices: meters.PriceTable
+@pytest.mark.parametrize(("limits", "reserved_output", "answered"), RESERVATIONS, ids=str)
+async def test_a_request_is_reserved_the_most_output_it_may_be_answered(
+    tmp_path: Path,
+    prices: meters.PriceTable,
+    limits: dict[str, object],
+    reserved_output: int,
+    answered: int,
 ) -> None:
-    body = json.loads(BYPASSES[0].body) | {"max_completion_tokens": 1, "max_tokens": 200}
-    payload = json.dumps(body).encode()
+    payload = json.dumps(json.loads(BYPASSES[0].body) | limits).encode()
     async with open_wire(tmp_path, allocation=Decimal(1)) as wire:
         status, _ = await send_raw(port_of(wire.meter_url), "POST", "/v1/chat/completions", payload)
-    assert status == 200
+    assert status == answered
     (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
-    assert Decimal(line.reserved_usd) == prices.worst_case("local/scripted", len(payload), 200)
-
-
-async def test_each_of_n_answers_is_reserved_its_limit(
-    tmp_path: Path, prices: meters.PriceTable
-) -> None:
-    body = json.loads(BYPASSES[0].body) | {"max_tokens": 10, "n": 3}
-    payload = json.dumps(body).encode()
-    async with open_wire(tmp_path, allocation=Decimal(1)) as wire:
-        await send_raw(port_of(wire.meter_url), "POST", "/v1/chat/completions", payload)
-    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
-    assert Decimal(line.reserved_usd) == prices.worst_case("local/scripted", len(payload), 30)
+    worst = prices.worst_case("local/scripted", len(payload), reserved_output)
+    assert Decimal(line.reserved_usd) == worst
 
 
 LONG = ScriptedEngine([Reply(content=" ".join(f"w{i}" for i in range(400)))])

@@ -59,6 +59,20 @@ BYPASSES = [
     Attack("key probe", "GET", "/v1/models", 200, "ok", body=b"", forwarded=True),
 ]
 
+# The output limits a chat request names, and the output tokens it must be reserved for:
+# the largest an upstream may honour, times the answers asked for (the model's ceiling,
+# 256 for local/scripted, when none is a number).
+# (The upstream refuses the ones that are not numbers: 400, charged nothing.)
+RESERVATIONS: list[tuple[dict[str, object], int, int]] = [
+    ({"max_completion_tokens": 1, "max_tokens": 200}, 200, 200),
+    ({"max_tokens": 5, "max_output_tokens": 7}, 7, 200),
+    ({"max_tokens": 10, "n": 3}, 30, 200),
+    ({}, 256, 200),
+    ({"max_tokens": "100"}, 256, 400),
+    ({"max_tokens": True}, 256, 400),
+    ({"max_tokens": 0}, 256, 400),
+]
+
 _DEEP = b'{"model": "local/scripted", "messages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
 
 BAD_BODIES = [
