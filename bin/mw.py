@@ -325,13 +325,13 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dataset(flag: str | None, scenario: str, runs: Path) -> Path:
+def _dataset(flag: Path | None, scenario: str, runs: Path) -> Path:
     """``--dataset``, or for a synthetic scenario where the built-in generator's export goes.
 
     The export is written by :func:`_ensure_dataset`, once the campaign is checked.
     """
     if flag is not None:
-        return Path(flag).absolute()
+        return Path(flag)  # absolute already: the flag's type made it so
     if not scenario.startswith("synthetic_"):
         raise ConfigError(
             f"scenario {scenario!r} needs --dataset",

@@ -83,6 +83,10 @@ class Assembler(Protocol):
         """Take ``event`` (``decoded``: its data, when the caller decoded it already)."""
         ...
 
+    def complete(self) -> bool:
+        """Whether the stream made a whole answer (no broken event, its end seen)."""
+        ...
+
     def answer(self) -> dict[str, Any] | None:
         """The whole answer, or None if the stream never said enough to make one."""
         ...
@@ -112,6 +116,9 @@ class ChatAssembler:
         for choice in chunk.get("choices") or []:
             if isinstance(choice, dict):
                 self._choices.setdefault(choice.get("index", 0), _Choice()).feed(choice)
+
+    def complete(self) -> bool:
+        return not self.malformed
 
     def answer(self) -> dict[str, Any]:
         completion: dict[str, Any] = {
@@ -149,13 +156,18 @@ class ResponsesAssembler:
     def feed(self, event: ServerSentEvent, decoded: Any = None) -> None:
         if event.event is not None and event.event not in self.TERMINAL:
             return  # the pieces; the terminal event carries the whole
-        body = decode_or_none(event.data) if event.data else None
+        body = decoded
+        if body is None and event.data:
+            body = decode_or_none(event.data)
         if not isinstance(body, dict):
             self.malformed += event.event is not None
             return
         if (event.event or body.get("type")) in self.TERMINAL:
             response = body.get("response")
             self._response = response if isinstance(response, dict) else None
+
+    def complete(self) -> bool:
+        return not self.malformed and self._response is not None
 
     def answer(self) -> dict[str, Any] | None:
         return self._response

@@ -656,8 +656,8 @@ class Meter:
             if code == "meter_error":
                 return _meter_failed(attempt)
             return openai_error(502, "api_error", code, f"the upstream's answer was cut ({code})")
-        answer = assembler.answer()
-        if answer is None or assembler.malformed:
+        answer = assembler.answer() if assembler.complete() else None
+        if answer is None:
             return openai_error(502, "api_error", "upstream_malformed", attempt.note)
         if adapt is not None:
             answer = completion_to_response(answer, adapt)
@@ -731,7 +731,7 @@ class Meter:
                     if tracker.token_events > attempt.output_ceiling:
                         raise _Overrun  # this event was not reserved for: it is not relayed
                     if assembler is not None:
-                        assembler.feed(event, chat.chunk if chat is not None else None)
+                        assembler.feed(event, tracker.decoded)
                         continue
                     out += b"".join(translator.feed(event.raw)) if translator else event.raw
                 if (chat is not None and chat.done) or (responses and responses.terminal):
@@ -742,7 +742,7 @@ class Meter:
                 out = bytearray()
             # The end goes out with the last bytes, before the accounting (in ``finally``).
             out += b"".join(translator.finish()) if translator is not None else parser.tail()
-            if assembler is not None and (assembler.malformed or assembler.answer() is None):
+            if assembler is not None and not assembler.complete():
                 attempt.http_status = 502  # the client is told its answer came broken
                 attempt.note = "the upstream's stream was not a whole answer (malformed or cut)"
             delivered = True

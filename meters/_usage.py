@@ -168,21 +168,23 @@ class ChatStream:
         self.usage_block: dict[str, Any] | None = None
         self.done = False
         self.token_events = 0
-        self.chunk: Any = None  # the last event's data, decoded (None: [DONE] or not JSON)
+        # The last event's data as decoded here: None when it was not decoded (no usage in
+        # it), or was [DONE] or not JSON. A reader of the same events need not decode again.
+        self.decoded: Any = None
 
     def observe(self, event: ServerSentEvent) -> bool:
         """Record what ``event`` says; return True if it is a usage-only chunk."""
         data = event.data
         if data.strip() == "[DONE]":
-            self.done, self.chunk = True, None
+            self.done, self.decoded = True, None
             return False
         escaped = "\\u" in data  # a key may be spelled with escapes: decode to be sure
         if not escaped:
             self.token_events += _OUTPUT.search(data) is not None
             if "usage" not in data:
-                self.chunk = None  # no usage here: nothing more to decode
+                self.decoded = None  # no usage here: nothing more to decode
                 return False
-        self.chunk = chunk = decode_or_none(data)
+        self.decoded = chunk = decode_or_none(data)
         if not isinstance(chunk, dict):
             return False
         if escaped:
@@ -205,14 +207,16 @@ class ResponsesStream:
         self.usage_block: dict[str, Any] | None = None
         self.terminal: str | None = None
         self.token_events = 0  # output deltas (text, reasoning, arguments): as ChatStream's
+        self.decoded: Any = None  # as ChatStream's: the last event's data, if decoded here
 
     def observe(self, event: ServerSentEvent) -> None:
         name = event.event
+        self.decoded = None
         if name is not None and name not in self.TERMINAL:
             if name.endswith(".delta"):
                 self.token_events += 1
             return  # named, and not the end: nothing to decode
-        body = decode_or_none(event.data) if event.data else None
+        self.decoded = body = decode_or_none(event.data) if event.data else None
         kind = name or (body.get("type") if isinstance(body, dict) else None)
         if isinstance(kind, str) and kind.endswith(".delta"):
             self.token_events += 1

@@ -138,8 +138,10 @@ class Provider:
         if reply.completion_tokens:
             if reply.completion_tokens <= limit:
                 return reply  # the engine's model counted, and stopped, itself
-        elif count(reply.reasoning) + count(reply.content) + calls <= limit:
-            return reply
+        else:
+            whole = count(reply.reasoning) + count(reply.content) + calls
+            if whole <= limit:  # this count is the usage: it is not counted again
+                return msgspec.structs.replace(reply, completion_tokens=whole)
         reasoning = self._first_tokens(reply.reasoning, limit)
         content = self._first_tokens(reply.content, limit - count(reasoning))
         used = count(reasoning) + count(content)
@@ -149,7 +151,12 @@ class Provider:
             reasoning=reasoning,
             content=content,
             tool_calls=reply.tool_calls if fits else [],
-            completion_tokens=min(reply.completion_tokens, limit),
+            # the model's own count, cut; else the text's, as the usage would count it
+            completion_tokens=(
+                min(reply.completion_tokens, limit)
+                if reply.completion_tokens
+                else used + (calls if fits else 0)
+            ),
             truncated=True,
         )
 

@@ -667,7 +667,8 @@ class Journaled:
         if self.started is None or not self.started.settings:
             return None
         submission = Submission.decode(self.started.settings)
-        submission.allocation_usd = self.allocation_usd or Decimal(self.started.allocation_usd)
+        if self.allocation_usd is not None:  # raised since the start, perhaps
+            submission.allocation_usd = self.allocation_usd
         return submission
 
 
