@@ -66,7 +66,8 @@ async def open_wire(
             api_key=SECRET,
             allocation_usd=allocation,
             drain_seconds=drain_seconds,
-            whole_as_stream=whole_as_stream,
+            # The meter's own default unless a test turns it off: campaigns rely on it.
+            **({} if whole_as_stream else {"whole_as_stream": False}),
         )
         meter_port = await tg.start(
             partial(meters.serve_meter, config, reserver=reserver, summary_every=0.05)
