@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   installs mw into .venv and runs the main job
 #   make test   installs mw with its dev tools and runs lint, types and the tests
-PYTHON ?= python3
+
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint bench clean
 
 $(STAMP): pyproject.toml scripts/setup.sh
-	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
+	VENV=$(VENV) bash scripts/setup.sh
 	touch $@
 
 demo: $(STAMP)
