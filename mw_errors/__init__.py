@@ -205,8 +205,22 @@ class GradingFailed(MwError):
 
 
 class ProviderRefused(MwError):
+    """The meter or the provider answered with an error: its HTTP status and error code."""
+
     code = "provider_refused"
     hint = "the meter or the provider refused the request; its ledger line says why"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        status: int | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status  # the HTTP status, when an answer came
+        self.kind = kind  # the error body's code (the meter's budget_blocked), when it had one
 
 
 class MeterError(MwError):

@@ -25,5 +25,5 @@ def test_a_campaign_embeds_in_a_users_program(library: str, tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"{library}: ") and "hidden" in done.stdout
     assert (
-        tmp_path / f"embedded-{library}" / "task" / "results" / "synthetic_l1_mwm.jsonl"
+        tmp_path / f"embedded-{library}" / "task" / "results" / "synthetic_l1_mwm-local.jsonl"
     ).is_file()

@@ -228,7 +228,7 @@ class Provider:
             "completion_tokens_details": {"reasoning_tokens": 0},
         }
         ident, created, model = self._new_id("chatcmpl"), int(time.time()), body.get("model", "")
-        finish = "tool_calls" if reply.tool_calls else "length" if reply.truncated else "stop"
+        finish = "length" if reply.truncated else "tool_calls" if reply.tool_calls else "stop"
         if not body.get("stream"):
             await self._whole(completion_tokens)
             if fault == "malformed_json":

@@ -6,7 +6,8 @@ for that kind of case; decide as the world model says, or as the manual in
 the system prompt says when the world model does not know; then ``finish``.
 So a method that learns the hidden policy makes this host score better, and
 one that does not (``blind``) leaves it at the manual: the learning curve comes
-from the world model, not from the engine.
+from the world model, not from the engine. A conversation with no synthetic case
+(a benchmark task) is played by :class:`~._tool_player.ToolPlayer`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 from typing import Any
 
 from ._engine import Reply, ToolCall, Turn
+from ._tool_player import ToolPlayer
 
 __all__ = ["SyntheticHost"]
 
@@ -38,18 +40,30 @@ class SyntheticHost:
     name = "synthetic-host"
     blocking = False
 
+    def __init__(self) -> None:
+        self._player = ToolPlayer()
+
     def respond(self, turn: Turn) -> Reply:
         conversation = turn.conversation
         system = "".join(_text(m.get("content")) for m in conversation if m.get("role") == "system")
         users = [_text(m.get("content")) for m in conversation if m.get("role") == "user"]
         found = _CASE.search(users[0]) if users else None
-        if found is None:
-            return Reply(content="There is no case to review.", tool_calls=[ToolCall("finish", {})])
+        if found is None:  # not the synthetic scenario: a benchmark task, played generically
+            return self._player.respond(turn)
         case_id = found.group(0)
+        # A tool result names its call's id; the call names the tool.
+        tool_of = {
+            str(call.get("id")): str((call.get("function") or {}).get("name") or "")
+            for m in conversation
+            if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []
+            if isinstance(call, dict)
+        }
         results: dict[str, str] = {}
         for message in conversation:
             if message.get("role") == "tool":
-                results[str(message.get("name") or "")] = _text(message.get("content"))
+                name = message.get("name") or tool_of.get(str(message.get("tool_call_id")), "")
+                results[str(name)] = _text(message.get("content"))
         called = [
             call.get("function", {}).get("name")
             for m in conversation

@@ -61,11 +61,12 @@ from ..provider import (
     serve_provider,
     smollm2_gguf,
 )
-from ._acting import Environment, SyntheticEnvironment, run_episode, score_line
+from ._acting import MAX_TOKENS, WM_TOOL, Budget, SyntheticEnvironment, run_episode, score_line
 from ._backends import Endpoint, split_model, wire_prices
 from ._codex import CodexInstall, CodexSession
 from ._learner import LearnerEndpoint
 from ._methods import Method, Mwm, make_method
+from ._protocol import episode_record
 from ._records import (
     SERVE_LEARN_RECORDS,
     AllocationRaised,
@@ -78,7 +79,7 @@ from ._records import (
 )
 from ._scenario import Scenario, Task, read_evaluators, read_scenario
 from ._schedule import Plan, plan
-from ._slb import SlbScenario, slb_available, slb_missing
+from ._slb import Played, SlbScenario, slb_available, slb_missing
 
 __all__ = ["CampaignSpec", "RunDir", "check_campaign", "run_campaign", "write_outputs"]
 
@@ -120,6 +121,8 @@ class CampaignSpec:
     codex: CodexInstall | None = None
     # On resume only: raise the journal's allocation by this much (journaled, from here on).
     allocation_add: Decimal = Decimal(0)
+    # Sent as-is in every host request body, as ServeLearnBench's client does; None omits it.
+    reasoning_effort: str | None = "high"
 
     def __post_init__(self) -> None:
         """Refuse what no campaign can run with, before anything is written.
@@ -187,6 +190,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prices: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET  # meters' prices format
     learner_backend: Literal["builtin", "codex"] | msgspec.UnsetType = msgspec.UNSET
     codex: CodexInstall | msgspec.UnsetType | None = msgspec.UNSET
+    reasoning_effort: str | msgspec.UnsetType | None = msgspec.UNSET
 
     @classmethod
     def from_spec(cls, spec: CampaignSpec) -> Submission:
@@ -206,6 +210,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             prices=None if spec.prices is None else msgspec.to_builtins(spec.prices),
             learner_backend=spec.learner_backend,
             codex=spec.codex,
+            reasoning_effort=spec.reasoning_effort,
         )
 
     @classmethod
@@ -240,7 +245,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class RunDir:
     """``$MW_RUNS/$MW_TAG/``, as DESIGN.md lays it out."""
 
-    def __init__(self, runs: Path, tag: str, scenario: str) -> None:
+    def __init__(self, runs: Path, tag: str, scenario: str, method: str = "mwm-local") -> None:
         self.root = runs / tag
         self.tag = tag
         self.scenario = scenario
@@ -250,7 +255,7 @@ class RunDir:
         self.steps = self.root / tag / "steps.jsonl"
         self.checkout = self.root / tag / "checkout"
         self.evidence = self.root / "task" / "evidence"
-        self.results = self.root / "task" / "results" / f"{scenario}_mwm.jsonl"
+        self.results = self.root / "task" / "results" / f"{scenario}_{method}.jsonl"
 
     def version_dir(self, digest: str) -> Path:
         return self.checkout / "versions" / digest
@@ -313,6 +318,8 @@ class Shared:
         self.stream_done = anyio.Event()
         self.learner_done = anyio.Event()
         self.waiter_done = anyio.Event()
+        if schedule.blocks == 0:  # nothing to learn
+            self.learner_done.set()
         self.window_tested: dict[int, anyio.Event] = {
             w.window: anyio.Event() for w in schedule.windows
         }
@@ -325,9 +332,49 @@ class Shared:
         }
 
     def serving_blocks(self) -> list[list[Task]]:
+        if not self.plan.learns:
+            return []
         cases = self.scenario.serving[: self.plan.serving_total]
         size = self.plan.block_size
         return [cases[i : i + size] for i in range(0, len(cases), size)]
+
+
+async def _play(shared: Shared, task: Task, version: int) -> Played:
+    """One episode of ``task`` on ``version``: in the benchmark's loop, or in mw's own."""
+    version_dir = shared.versions.dir(version)
+    wm = shared.method.wm(version_dir)
+    context = shared.method.context()
+    if shared.slb is not None:
+        return await shared.slb.play(
+            task.task_id,
+            extra_system=context or "",
+            wm_tool=WM_TOOL if wm is not None else None,
+            wm=wm,
+        )
+    assert shared.client is not None
+    env = SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
+    try:
+        episode = await run_episode(
+            shared.client,
+            model=shared.spec.wire_model(shared.spec.model),
+            system_prompt=shared.system,
+            task=task,
+            env=env,
+            wm=wm,
+            mwm_context=context,
+            reasoning_effort=shared.spec.reasoning_effort,
+        )
+    except ProviderRefused as exc:
+        status = "budget_blocked" if exc.kind == "budget_blocked" else "failed"
+        log.warning("episode_refused", task=task.task_id, error=exc.message)
+        return Played(status=status, reward=0.0, trace=[], tokens={})
+    return Played(
+        status=episode.status,
+        reward=episode.reward,
+        trace=episode.trace,
+        tokens=episode.usage,
+        provider_seconds=episode.provider_seconds,
+    )
 
 
 async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, version: int) -> None:
@@ -335,42 +382,21 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     if task.task_id in shared.ended or shared.blocked.is_set():
         return
     began = time.perf_counter()
-    queued = provider = 0.0
-    env: Environment = (
-        shared.slb.environment(task.task_id)
-        if shared.slb is not None
-        else SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
-    )
-    version_dir = shared.versions.dir(version)
-    assert shared.client is not None
-    status: Any = "finished"
-    reward, tokens_in, tokens_out, trace = 0.0, 0, 0, []
-    try:
-        waiting = time.perf_counter()
-        async with shared.limiters[phase]:
-            queued = time.perf_counter() - waiting
-            # Started once it holds its slot: an episode still queued at a kill never began,
-            # and simply runs after the resume.
-            await journal.append(
-                EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version)  # type: ignore[arg-type]
-            )
-            episode = await run_episode(
-                shared.client,
-                model=shared.spec.wire_model(shared.spec.model),
-                system_prompt=shared.system,
-                task=task,
-                env=env,
-                wm=shared.method.wm(version_dir),
-                mwm_context=shared.method.context(),
-            )
-        status, reward, trace = episode.status, episode.reward, episode.trace
-        provider = episode.provider_seconds
-        tokens_in, tokens_out = episode.input_tokens, episode.output_tokens
-    except ProviderRefused as exc:
-        status = "budget_blocked" if "budget_blocked" in str(exc) else "failed"
-        if status == "budget_blocked":
-            shared.blocked.set()
-        log.warning("episode_refused", task=task.task_id, error=exc.message)
+    waiting = time.perf_counter()
+    async with shared.limiters[phase]:
+        queued = time.perf_counter() - waiting
+        # Started once it holds its slot: an episode still queued at a kill never began,
+        # and simply runs after the resume.
+        await journal.append(
+            EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version)  # type: ignore[arg-type]
+        )
+        try:
+            played = await _play(shared, task, version)
+        except ProviderRefused as exc:  # every attempt failed: ended, never scored
+            log.warning("episode_failed", task=task.task_id, error=exc.message)
+            played = Played(status="failed", reward=0.0, trace=[], tokens={})
+    if played.status == "budget_blocked":
+        shared.blocked.set()
     evidence = shared.run.evidence / f"{task.task_id}.json"
     block = task.timestamp - 1 if phase == "serving" else None
     record = {
@@ -381,32 +407,37 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         "block": None if block is None else block // shared.plan.block_size,
         "checkpoint": version,
         "instruction": task.instruction,
-        "trace": trace,
-        "reward": reward,
-        "feedback": score_line(reward) if phase == "serving" else None,
+        "trace": played.trace,
+        "reward": played.reward,
+        "feedback": score_line(played.reward) if phase == "serving" else None,
     }
     # A readable copy, replaced whole (a reader never sees half of one); the journal
     # record below is what makes the evidence durable.
     partial_copy = evidence.with_suffix(".json.tmp")
     await anyio.Path(partial_copy).write_bytes(json.dumps(record).encode())
     await anyio.Path(partial_copy).rename(evidence)
+    labels = shared.slb.labels(task.task_id) if shared.slb is not None else {}
     ended = EpisodeEnded(
         task_id=task.task_id,
         phase=phase,  # type: ignore[arg-type]
         window=task.window,
         timestamp=task.timestamp,
-        category=task.category,
+        category=str(labels.pop("category", task.category)),
         checkpoint=version,
-        status=status,
-        reward=reward,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
+        status=played.status,  # type: ignore[arg-type]
+        reward=played.reward,
+        input_tokens=int(played.tokens.get("input", 0)),
+        output_tokens=int(played.tokens.get("output", 0)),
         evidence=str(evidence.relative_to(shared.run.root)),
-        trace=trace,
+        trace=played.trace,
+        tokens=played.tokens,
+        judge_tokens=played.judge_tokens,
+        answer_detail=played.answer_detail,
+        labels=labels,
     )
     await journal.append(ended)  # the evidence is durable here: the trace is in the record
     shared.ended[task.task_id] = ended
-    shared.overhead.append(time.perf_counter() - began - queued - provider)
+    shared.overhead.append(time.perf_counter() - began - queued - played.provider_seconds)
 
 
 class _Journaled(Actor[Any]):
@@ -696,7 +727,7 @@ def read_journaled(run_root: Path) -> Journaled:
 
 def _checked(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     scenario, schedule = _prepare_scenario(spec)
-    run = RunDir(spec.runs, spec.tag, spec.scenario)
+    run = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
     if run.root.exists() and not spec.resume:
         never = not read_journaled(run.root).started
         raise ConfigError(
@@ -766,7 +797,7 @@ def _check_resume(spec: CampaignSpec, journaled: Journaled) -> None:
 
 def _prepare(spec: CampaignSpec) -> RunDir:
     """The run directory's layout, made (once the campaign is checked)."""
-    run = RunDir(spec.runs, spec.tag, spec.scenario)
+    run = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
     for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
         path.mkdir(parents=True, exist_ok=True)
     return run
@@ -775,7 +806,7 @@ def _prepare(spec: CampaignSpec) -> RunDir:
 def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     """The scenario and its schedule, once checked that this build can run them."""
     scenario = read_scenario(spec.dataset, spec.scenario)
-    schedule = plan(scenario, spec.train_split)
+    schedule = plan(scenario, spec.train_split, learns=make_method(spec.method).learns)
     if not spec.scenario.startswith("synthetic_") and not slb_available():
         raise slb_missing(spec.scenario)
     _check_installed(spec)
@@ -1081,6 +1112,12 @@ async def _run(
             meter_port = await _start_meter(
                 rt, "host-meter", config, spec.wm_port or 0, ReserverClient(reserver)
             )
+            if shared.slb is not None:
+                shared.slb.connect(
+                    f"http://127.0.0.1:{meter_port}/v1",
+                    spec.wire_model(spec.model),
+                    spec.reasoning_effort,
+                )
             learner_port = None
             if isinstance(shared.method, Mwm):
                 learner_port = await _start_learner(
@@ -1135,40 +1172,61 @@ async def _run(
     return run
 
 
+def _row(spec: CampaignSpec, method: Method, rec: EpisodeEnded, task: Task) -> dict[str, Any]:
+    """An episode's results row, as ServeLearnBench's runner writes it, plus mw's fields."""
+    labels = rec.labels
+    tokens = rec.tokens or {"input": rec.input_tokens, "output": rec.output_tokens}
+    row: dict[str, Any] = {
+        "scenario": spec.scenario,
+        "method": method.name,
+        "model": spec.model,
+        "phase": rec.phase,
+        "window": rec.window,
+        "timestamp": rec.timestamp,
+        "task_id": rec.task_id,
+        "tier": labels.get("tier"),
+        "family": labels.get("family"),
+        "slice": labels.get("slice"),
+        "category": rec.category,
+        "reward": rec.reward,
+        "answer_detail": rec.answer_detail,
+        "instruction": task.instruction,
+        "tokens": tokens,
+        "judge_tokens": rec.judge_tokens,
+        "trace": rec.trace,
+    }
+    if rec.phase == "serving" and method.learns:
+        row["record"] = episode_record(task.instruction, rec.trace, rec.reward)
+    row["checkpoint"] = rec.checkpoint  # mw's: the version the episode ran on
+    row["status"] = rec.status  # mw's: unknown (a dead process left it) is never a score
+    return row
+
+
 def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
-    """Results JSONL (slb format), the final card, and the learner's (empty) ledger summary."""
+    """Results JSONL (the benchmark runner's rows), the final card, the learner's ledger summary."""
     entries = read_journal(run.journal, RECORDS)
     ended = [e.rec for e in entries if isinstance(e.rec, EpisodeEnded)]
     ended.sort(key=lambda r: (r.phase != "serving", r.window, r.timestamp, r.task_id))
+    method = make_method(spec.method)
+    scenario = read_scenario(spec.dataset, spec.scenario)
+    tasks = {t.task_id: t for t in [*scenario.serving, *scenario.test]}
     lines: list[dict[str, Any]] = [
         {
             "config": {
                 "scenario": spec.scenario,
-                "method": spec.method,
+                "method": method.name,
                 "model": spec.model,
+                "reasoning_effort": spec.reasoning_effort,
+                "max_tokens": MAX_TOKENS,
+                "max_steps": Budget().turns,
+                "tool_budget": Budget().tool_calls,
                 "tag": spec.tag,
                 "train_split": spec.train_split,
+                "waiter": spec.waiter,
             }
         }
     ]
-    for rec in ended:
-        lines.append(
-            {
-                "scenario": spec.scenario,
-                "method": spec.method,
-                "model": spec.model,
-                "task_id": rec.task_id,
-                "phase": rec.phase,
-                "window": rec.window,
-                "timestamp": rec.timestamp,
-                "category": rec.category,
-                "reward": rec.reward,
-                "tokens": rec.input_tokens + rec.output_tokens,
-                "trace": rec.trace,
-                "record": {"status": rec.status, "checkpoint": rec.checkpoint},
-                "checkpoint": rec.checkpoint,
-            }
-        )
+    lines += [_row(spec, method, rec, tasks[rec.task_id]) for rec in ended]
     meters.write_atomically(run.results, b"".join(json.dumps(x).encode() + b"\n" for x in lines))
     learned = [e.rec for e in entries if isinstance(e.rec, BlockLearned)]
     if learned:

@@ -31,6 +31,7 @@ import meters
 from mw_errors import ProviderRefused
 
 from ._methods import observations
+from ._protocol import episode_record
 
 __all__ = [
     "MAX_TURNS",
@@ -116,13 +117,10 @@ def evidence_text(evidence: list[dict[str, Any]], block: int) -> str:
         )
     if not decided:
         for item in evidence:
-            lines += ["", f"block {item['block']}: {item.get('instruction', '').strip()}"]
-            for step in item.get("trace", []):
-                if "tool" in step:
-                    arguments = json.dumps(step.get("arguments"), sort_keys=True)
-                    result = str(step.get("result", ""))[:300]
-                    lines.append(f"  {step['tool']}({arguments}) -> {result}")
-            lines.append(f"  {item.get('feedback', '')}")
+            record = episode_record(
+                str(item.get("instruction", "")), item.get("trace", []), float(item["reward"])
+            )
+            lines += ["", f"## block {item['block']}", record]
     return "\n".join(lines)
 
 

@@ -32,7 +32,8 @@ wm tool which decision scores best for this kind of case."""
 
 
 class Method(Protocol):
-    name: str
+    name: str  # the results file is <scenario>_<name>.jsonl
+    learns: bool  # False: no serving stream, every window tested on v0
 
     def context(self) -> str | None: ...
 
@@ -50,13 +51,15 @@ def observations(evidence: list[dict[str, Any]]) -> list[Any]:
     for item in evidence:
         kind = decision = None
         for step in item.get("trace", []):
-            if step.get("tool") == "get_case":
+            if step.get("kind") != "tool":
+                continue
+            if step.get("name") == "get_case":
                 try:
-                    kind = json.loads(step.get("result") or "{}").get("kind")
-                except ValueError:
+                    kind = json.loads(step.get("obs") or "{}").get("kind")
+                except (ValueError, AttributeError):
                     kind = None
-            elif step.get("tool") == "decide" and decision is None:
-                decision = (step.get("arguments") or {}).get("decision")
+            elif step.get("name") == "decide" and decision is None:
+                decision = (step.get("args") or {}).get("decision")
         if kind and decision:
             found.append(Observation(item["block"], kind, decision, float(item["reward"])))
     return found
@@ -64,6 +67,7 @@ def observations(evidence: list[dict[str, Any]]) -> list[Any]:
 
 class MwmLocal:
     name = "mwm-local"
+    learns = True
 
     def __init__(self) -> None:
         self._cache: dict[Path, Callable[[str], str]] = {}
@@ -117,6 +121,7 @@ class Mwm(MwmLocal):
 
 class Blind:
     name = "blind"
+    learns = False
 
     def context(self) -> str | None:
         return None
@@ -125,11 +130,15 @@ class Blind:
         return None
 
     def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "card.md").write_text(f"# blind v{block + 1}\n\nNothing is learned.\n")
+        raise AssertionError("blind does not learn: the campaign serves it nothing")
 
 
 METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "mwm": Mwm, "blind": Blind}
+
+
+def method_learns(name: str) -> bool:
+    """Whether the method called ``name`` learns (see :func:`make_method` for its errors)."""
+    return make_method(name).learns
 
 
 def make_method(name: str) -> Method:

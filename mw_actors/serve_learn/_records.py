@@ -67,6 +67,11 @@ class EpisodeEnded(Record, tag="serve_learn.episode_ended", frozen=True):
     output_tokens: int = 0
     evidence: str | None = None  # a readable copy, relative to the run directory
     trace: list[dict[str, Any]] = []  # tool calls and results: the evidence itself
+    # The benchmark runner's row fields ({} / None in journals written before them):
+    tokens: dict[str, int] = {}  # the agent's usage: input, cache_input, output, reasoning, calls
+    judge_tokens: dict[str, int] = {}  # the Pitch judge's usage for this episode
+    answer_detail: Any = None  # the verifier's
+    labels: dict[str, Any] = {}  # tier, family, slice (a real scenario's)
 
 
 class BlockLearned(Record, tag="serve_learn.block_learned", frozen=True):

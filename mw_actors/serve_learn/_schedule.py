@@ -34,19 +34,30 @@ class Plan(msgspec.Struct, frozen=True):
     serving_total: int
     test_total: int
     windows: list[WindowPlan]
+    # A method that does not learn serves nothing: every window is tested on v0.
+    learns: bool = True
 
     @property
     def blocks(self) -> int:
         """Blocks the learner turns into versions (a last partial block is not learned)."""
-        return self.serving_total // self.block_size
+        return self.serving_total // self.block_size if self.learns else 0
 
     def serving_version(self, index: int) -> int:
         """The version serving case ``index`` (0-based) runs against."""
         return index // self.block_size
 
 
-def plan(scenario: Scenario, train_split: int | None = None, block_size: int = BLOCK_SIZE) -> Plan:
+def plan(
+    scenario: Scenario,
+    train_split: int | None = None,
+    block_size: int = BLOCK_SIZE,
+    *,
+    learns: bool = True,
+) -> Plan:
     """The schedule of ``scenario``, on the first ``train_split`` serving cases if given.
+
+    For a method that does not ``learns``, the stream's windows are tested on v0
+    and nothing is served, as ServeLearnBench's runner does.
 
     Raises:
         ConfigError: ``train_split`` is not a positive number of cases.
@@ -62,7 +73,7 @@ def plan(scenario: Scenario, train_split: int | None = None, block_size: int = B
         if not mine:
             continue
         last = max(t.timestamp for t in mine)
-        version = last // block_size
+        version = last // block_size if learns else 0
         windows.append(
             WindowPlan(
                 window=window,
@@ -70,7 +81,7 @@ def plan(scenario: Scenario, train_split: int | None = None, block_size: int = B
                 test=sum(t.window == window for t in scenario.test),
                 last_position=last,
                 test_version=version,
-                unlearned=last - version * block_size,
+                unlearned=last - version * block_size if learns else 0,
             )
         )
     return Plan(
@@ -79,4 +90,5 @@ def plan(scenario: Scenario, train_split: int | None = None, block_size: int = B
         serving_total=len(serving),
         test_total=sum(w.test for w in windows),
         windows=windows,
+        learns=learns,
     )

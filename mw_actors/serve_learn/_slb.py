@@ -1,35 +1,52 @@
-"""Episode engine (a): ServeLearnBench's own environment, tools, budgets and verifier.
+"""Episode engine (a): a real scenario plays through ServeLearnBench's own acting loop.
 
-When the ``servelearnbench`` package imports (it needs Python >= 3.12), a real
-scenario's episodes run in its environment, exactly as its runner runs them:
-``agent.new_env(bundle)`` and ``env.reset(task)`` per episode, each tool call
-as ``env.step(Action(name=..., kwargs=...))`` (its Env holds the 50-tool-call
-budget and turns a tool's exception into an observation), ``finish`` as a
-step with the model's arguments (the structured answer its verifier grades),
-then ``env.compute_reward()``. The tools offered are its own schemas
-(``agent.tool_specs``, ``finish`` included); the system prompt is the
-bundle's. The acting loop keeps the turn and output-token budgets.
+When the ``servelearnbench`` package imports (it needs Python >= 3.12), each
+episode of a real scenario is the package's: ``agent.run_episode`` (or, when a
+method offers the ``wm`` tool, ``agent.run_turns`` with the package's ``Env``,
+exactly as ``run_episode`` builds it). The budgets, the corrective messages,
+the ``finish`` validation, the reasoning passed back, the length and overflow
+handling, the trace and the reward are then the benchmark's by construction.
 
-The dataset export still gives the schedule and the instructions; the
-package's tasks, stamped as its runner stamps them and matched by
-``task_id``, carry what its verifier needs. Nothing of a task's ground truth
-reaches the agent: the environment holds it.
+Its ``llm.LLM`` is pointed at the host meter, so every token is counted and
+capped at the wire. The loop is synchronous: it runs on a worker thread, one
+per episode in flight. A cancelled episode's thread is told to stop at its
+next model call; an allocation the meter refuses (``budget_blocked``) stops
+the episode at once, without the client's retries.
+
+The dataset export still gives the schedule; the package's tasks, stamped as
+its runner stamps them and matched by ``task_id``, carry what its verifier
+needs. Nothing of a task's ground truth reaches the agent: the environment
+holds it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
-from mw_errors import ConfigError
+import anyio
+import anyio.to_thread
+import httpx
+import msgspec
 
-__all__ = ["SlbEnvironment", "SlbScenario", "slb_available", "slb_missing"]
+from mw_errors import ConfigError, ProviderRefused
+
+__all__ = ["EPISODE_ATTEMPTS", "Played", "SlbScenario", "slb_available", "slb_missing"]
+
+EPISODE_ATTEMPTS = 4  # as the benchmark's runner: an episode failed by infrastructure is rerun
 
 
 def slb_available() -> bool:
     """Whether the ``servelearnbench`` package can be imported here."""
-    return importlib.util.find_spec("servelearnbench") is not None
+    try:
+        return importlib.util.find_spec("servelearnbench") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def slb_missing(scenario: str) -> ConfigError:
@@ -38,32 +55,86 @@ def slb_missing(scenario: str) -> ConfigError:
     return ConfigError(
         f"scenario {scenario!r} runs in ServeLearnBench's own environment and verifier, and "
         f"the servelearnbench package cannot be imported here ({here})",
-        hint="install it into a Python >= 3.12 environment (pip install -e "
-        "path/to/ServeLearnBench) and run mw from there; offline, use synthetic_l1",
+        hint="install it into a Python >= 3.12 environment (pip install "
+        "git+https://github.com/haizhongzheng/ServeLearnBench) and run mw from there; "
+        "offline, use synthetic_l1",
     )
 
 
-class SlbEnvironment:
-    """One episode's environment: the package's Env, reset on the package's task."""
+class Played(msgspec.Struct, frozen=True, kw_only=True):
+    """One episode as the benchmark's runner records it (its row's fields)."""
 
-    def __init__(self, scenario: SlbScenario, task: Any) -> None:
-        self._action = scenario.action
-        self._env = scenario.agent.new_env(scenario.bundle)
-        self._env.reset(task)
-        self.tools: list[dict[str, Any]] = scenario.agent.tool_specs(
-            self._env.tools_info, scenario.domain
-        )
+    status: str  # finished | budget_exhausted | no_finish | budget_blocked | failed
+    reward: float
+    trace: list[dict[str, Any]]
+    tokens: dict[str, int]  # the agent's usage: input, cache_input, output, reasoning, calls
+    judge_tokens: dict[str, int] = {}
+    answer_detail: Any = None
+    provider_seconds: float = 0.0
 
-    def call(self, name: str, arguments: dict[str, Any]) -> str:
-        if name not in self._env.tools_map:
-            return f"not executed: unknown tool '{name}'."
-        return str(self._env.step(self._action(name=name, kwargs=arguments)).observation)
 
-    def finish(self, arguments: dict[str, Any]) -> None:
-        self._env.step(self._action(name="finish", kwargs=arguments))
+class _Stopped(Exception):
+    """The episode was cancelled; its thread stops at its next model call."""
 
-    def reward(self) -> float:
-        return float(self._env.compute_reward().reward)
+
+class _BudgetBlocked(Exception):
+    """The meter refused the request: the allocation cannot cover it."""
+
+
+class _Completions:
+    """``client.chat.completions`` that stops when told and never retries a refused budget."""
+
+    def __init__(self, real: Any, stop: threading.Event, timer: list[float]) -> None:
+        self._real, self._stop, self._timer = real, stop, timer
+
+    def create(self, **kwargs: Any) -> Any:
+        if self._stop.is_set():
+            raise _Stopped
+        import openai
+
+        sent = time.perf_counter()
+        try:
+            stream = self._real.create(**kwargs)
+        except openai.RateLimitError as exc:
+            if getattr(exc, "code", None) == "budget_blocked":
+                raise _BudgetBlocked(str(exc)) from None
+            raise
+        finally:
+            self._timer[0] += time.perf_counter() - sent
+        return _Timed(stream, self._timer)
+
+
+class _Timed:
+    """A stream whose reading time is counted as provider time."""
+
+    def __init__(self, stream: Any, timer: list[float]) -> None:
+        self._stream, self._timer = stream, timer
+        self.response = stream.response
+
+    def __iter__(self) -> Any:
+        iterator = iter(self._stream)
+        while True:
+            began = time.perf_counter()
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                self._timer[0] += time.perf_counter() - began
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _Client:
+    def __init__(self, completions: _Completions) -> None:
+        self.chat = type("Chat", (), {"completions": completions})()
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as the runner writes it (``json.dumps(default=str)``), as plain JSON."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
 class SlbScenario:
@@ -72,26 +143,28 @@ class SlbScenario:
     def __init__(self, name: str) -> None:
         if not slb_available():
             raise slb_missing(name)
-        from servelearnbench import agent, protocol, scenarios
-        from servelearnbench.engine.types import Action
+        from servelearnbench import agent, llm, protocol, scenarios, scoring
 
         try:
             self.bundle = scenarios.get_bundle(name, fresh=True)
         except KeyError as exc:
             raise ConfigError(f"servelearnbench has no scenario {name!r}: {exc}") from None
-        self.agent, self.action = agent, Action
+        self.agent, self.llm, self.protocol, self.scoring = agent, llm, protocol, scoring
+        self.name = name
         self.domain: str = self.bundle["meta"]["domain"]
         self.system_prompt: str = self.bundle["meta"]["system_prompt"]
-        serving = list(self.bundle["serving"])
-        protocol.stamp_serving(serving)
-        self._tasks: dict[str, Any] = {task.task_id: task for task in serving}
+        self.serving = list(self.bundle["serving"])
+        protocol.stamp_serving(self.serving)
+        self._tasks: dict[str, Any] = {task.task_id: task for task in self.serving}
         for window in range(scenarios.n_windows(self.bundle)):
             tests = self.bundle["test_set"](window)
             protocol.stamp_test(tests, self.bundle["serving"], window)
             self._tasks.update({task.task_id: task for task in tests})
+        self._openai: Any = None
+        self._model: Any = None
 
-    def environment(self, task_id: str) -> SlbEnvironment:
-        """A fresh environment for ``task_id``.
+    def task(self, task_id: str) -> Any:
+        """The package's task ``task_id``.
 
         Raises:
             ConfigError: the package has no such task (the export is another version).
@@ -102,4 +175,153 @@ class SlbScenario:
                 f"servelearnbench's bundle has no task {task_id!r}",
                 hint="export the dataset with the same servelearnbench version (slb export-data)",
             )
-        return SlbEnvironment(self, task)
+        return task
+
+    def labels(self, task_id: str) -> dict[str, Any]:
+        """``tier``, ``family``, ``slice`` and ``category`` of a task, as the runner's row."""
+        z = self.task(task_id).z or {}
+        return {
+            "tier": z.get("tier"),
+            "family": z.get("family"),
+            "slice": z.get("slice"),
+            "category": self.scoring.category(self.domain, z.get("slice")),
+        }
+
+    def connect(self, meter_url: str, model: str, reasoning_effort: str | None) -> None:
+        """Point the acting loop's client at the host meter (``meter_url`` ends in ``/v1``)."""
+        import openai
+
+        self._openai = openai.OpenAI(
+            base_url=meter_url,
+            api_key="mw-meter",  # the meter injects the provider's key; this one goes nowhere
+            timeout=httpx.Timeout(connect=15.0, read=240.0, write=60.0, pool=60.0),
+            max_retries=0,
+        )
+        self._model = self.llm.ModelConfig(
+            model=model, base_url=meter_url, api_key="mw-meter", reasoning_effort=reasoning_effort
+        )
+
+    def config(self) -> dict[str, Any]:
+        """The benchmark's own settings of a run, as its runner's config line gives them."""
+        cfg = self._model
+        return {
+            "reasoning_effort": cfg.reasoning_effort if cfg else None,
+            "max_tokens": cfg.max_tokens if cfg else self.protocol.MAX_TOKENS,
+            "max_steps": self.protocol.MAX_STEPS,
+            "tool_budget": self.protocol.ENGINE_TOOL_BUDGET,
+        }
+
+    def record(self, task_id: str, trace: list[dict[str, Any]], reward: float) -> str:
+        """``protocol.episode_record``: the episode's text, as a learning method reads it."""
+        return str(self.protocol.episode_record(self.task(task_id).instruction, trace, reward))
+
+    async def play(
+        self,
+        task_id: str,
+        *,
+        extra_system: str = "",
+        wm_tool: dict[str, Any] | None = None,
+        wm: Callable[[str], str] | None = None,
+    ) -> Played:
+        """One episode of ``task_id`` through the benchmark's loop, on a worker thread.
+
+        Raises:
+            ProviderRefused: every attempt failed for infrastructure reasons.
+        """
+        stop = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._play, task_id, extra_system, wm_tool, wm, stop, abandon_on_cancel=True
+            )
+        finally:
+            stop.set()  # a cancelled episode's thread stops at its next call
+
+    def _play(
+        self,
+        task_id: str,
+        extra_system: str,
+        wm_tool: dict[str, Any] | None,
+        wm: Callable[[str], str] | None,
+        stop: threading.Event,
+    ) -> Played:
+        if self._openai is None:
+            raise ConfigError("the scenario is not connected to a host meter")
+        task = self.task(task_id)
+        timer = [0.0]
+        # The benchmark's client, its __init__ skipped: it would open a pool per episode.
+        # complete() reads only cfg and client.chat.completions.create.
+        model = self.llm.LLM.__new__(self.llm.LLM)
+        model.cfg = self._model
+        model.client = _Client(_Completions(self._openai.chat.completions, stop, timer))
+        last: BaseException | None = None
+        for _ in range(EPISODE_ATTEMPTS):
+            try:
+                return self._attempt(model, task, extra_system, wm_tool, wm, timer)
+            except self.llm.InfraError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, _Stopped):  # abandoned by its task: nobody reads this
+                    raise _Stopped from None
+                if isinstance(cause, _BudgetBlocked):
+                    return Played(
+                        status="budget_blocked", reward=0.0, trace=[],
+                        tokens=self.llm.agent_usage(), provider_seconds=timer[0],
+                    )  # fmt: skip
+                last = exc
+        raise ProviderRefused(
+            f"{task_id}: {EPISODE_ATTEMPTS} attempts failed for infrastructure reasons: {last}",
+            hint="check the host meter's ledger and the provider; the task was not scored",
+        )
+
+    def _attempt(
+        self,
+        model: Any,
+        task: Any,
+        extra_system: str,
+        wm_tool: dict[str, Any] | None,
+        wm: Callable[[str], str] | None,
+        timer: list[float],
+    ) -> Played:
+        agent = self.agent
+        if wm_tool is None or wm is None:
+            reward, trace, usage, judge = agent.run_episode(
+                model, self.bundle, task, extra_system=extra_system
+            )
+        else:  # run_episode, with one more tool: the same Env, specs and loop
+            from servelearnbench.engine.types import FINISH_ACTION_NAME, Action
+
+            self.llm.usage_reset()
+            meta = self.bundle["meta"]
+            system = meta["system_prompt"] + ("\n\n" + extra_system if extra_system else "")
+            messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": task.instruction},
+            ]
+            env = agent.new_env(self.bundle)
+            env.reset(task)
+            specs = [*agent.tool_specs(env.tools_info, meta["domain"]), wm_tool]
+            wm_name = wm_tool["function"]["name"]
+
+            def execute(name: str, args: dict[str, Any]) -> str:
+                if name == wm_name:
+                    return wm(str(args.get("query", "")))
+                if name not in env.tools_map:
+                    raise agent.UnknownTool(agent.MSG_UNKNOWN.format(name=name))
+                return str(env.step(Action(name=name, kwargs=args)).observation)
+
+            trace = agent.run_turns(
+                model, messages, specs, execute,
+                on_finish=lambda args: env.step(Action(name=FINISH_ACTION_NAME, kwargs=args)),
+            )  # fmt: skip
+            reward = env.compute_reward()
+            usage, judge = self.llm.agent_usage(), self.llm.judge_usage()
+        ends = {"finish": "finished", "capped": "budget_exhausted"}
+        last_kind = trace[-1].get("kind") if trace else None
+        return Played(
+            status=ends.get(str(last_kind), "no_finish"),
+            reward=float(reward.reward),
+            trace=_jsonable(trace),
+            tokens=dict(usage),
+            judge_tokens=dict(judge),
+            answer_detail=_jsonable(reward.answer_detail),
+            provider_seconds=timer[0],
+        )

@@ -227,10 +227,10 @@ async def test_abrupt_clients_and_slow_readers_never_disturb_the_daemon(runs: Pa
 
 def results(runs: Path, tag: str) -> dict[tuple[str, str], tuple[Any, ...]]:
     """Each episode's outcome in the campaign's results file."""
-    path = runs / tag / "task" / "results" / "synthetic_l1_mwm.jsonl"
+    path = runs / tag / "task" / "results" / "synthetic_l1_mwm-local.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()[1:]]
-    fields = ("reward", "checkpoint", "tokens")
-    return {(r["task_id"], r["phase"]): (r["record"]["status"], *map(r.get, fields)) for r in rows}
+    fields = ("status", "reward", "checkpoint", "tokens")
+    return {(r["task_id"], r["phase"]): tuple(map(r.get, fields)) for r in rows}
 
 
 def learned(runs: Path, tag: str) -> dict[int, str]:

@@ -104,7 +104,7 @@ async def test_mwm_local_learns_what_blind_cannot(dataset: Path, tmp_path: Path)
     assert scores["mwm-local"].hidden is not None and scores["blind"].hidden is not None
     assert scores["mwm-local"].hidden > scores["blind"].hidden + 30
     # The learning curve is real: serving reward dips when the hidden policy changes.
-    rows = _rows(tmp_path / "mwm-local" / "task" / "results" / "synthetic_l1_mwm.jsonl")
+    rows = _rows(tmp_path / "mwm-local" / "task" / "results" / "synthetic_l1_mwm-local.jsonl")
     by_block: dict[int, list[float]] = {}
     for row in rows:
         if row["phase"] == "serving":
@@ -248,7 +248,7 @@ def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
     statuses = Counter(e.status for e in after)
     assert statuses["unknown"] >= 1  # the in-flight ones, never re-run
     assert sum(e.phase == "serving" for e in after) == 48
-    assert score_file(tmp_path / "k" / "task" / "results" / "synthetic_l1_mwm.jsonl").n_test > 0
+    assert score_file(tmp_path / "k" / "task" / "results" / "synthetic_l1_mwm-local.jsonl").n_test > 0
     status = _status(tmp_path, "k")
     assert status["state"] == "completed" and status["kind"] == "serve-learn"
     assert status["progress"]["cases_served"] == 48 and status["progress"]["blocks_learned"] == 4

@@ -39,7 +39,7 @@ def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -
     done = launch("synthetic_l1", env=env)
     assert done.returncode == 0, done.stderr
     assert "started in the background" in done.stdout
-    results = tmp_path / "bg" / "task" / "results" / "synthetic_l1_mwm.jsonl"
+    results = tmp_path / "bg" / "task" / "results" / "synthetic_l1_mwm-local.jsonl"
     deadline = time.monotonic() + 100
     while not (results.exists() and (tmp_path / "bg" / "test.log").exists()):
         assert time.monotonic() < deadline, (tmp_path / "bg.launch.log").read_text()
@@ -49,7 +49,7 @@ def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -
     manual = launch("synthetic_l1", "test", env=env)
     assert manual.returncode == 0, manual.stderr
     assert "window 0: tested now" in manual.stdout
-    assert (tmp_path / "bg" / "manual" / "task" / "results" / "synthetic_l1_mwm.jsonl").exists()
+    assert (tmp_path / "bg" / "manual" / "task" / "results" / "synthetic_l1_mwm-local.jsonl").exists()
 
 
 @pytest.mark.timeout(150)

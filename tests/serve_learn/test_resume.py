@@ -87,7 +87,7 @@ def test_a_resume_takes_the_journal_and_refuses_a_flag_that_differs(
     assert done.returncode == 0, done.stderr
     final = status(runs, "s")
     assert final["state"] == "completed" and final["allocation_usd"] == "3"
-    rows = (runs / "s" / "task" / "results" / "synthetic_l1_mwm.jsonl").read_text().splitlines()
+    rows = (runs / "s" / "task" / "results" / "synthetic_l1_blind.jsonl").read_text().splitlines()
     assert json.loads(rows[0])["config"]["method"] == "blind"  # the journal's, not the default
     assert {json.loads(r)["method"] for r in rows[1:]} == {"blind"}
 
