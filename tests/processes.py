@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +27,28 @@ def mw(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+@contextmanager
+def runnable_by_others() -> Iterator[None]:
+    """Let another uid run this interpreter and read the project, for the test's duration.
+
+    A pyenv Python under a private /root loads its libpython from there; each
+    directory above the interpreter and the project that others cannot search gets
+    o+x (search, not read) until the block ends.
+    """
+    opened: list[tuple[Path, int]] = []
+    for place in (Path(sys.base_prefix), Path(sys.prefix), ROOT):
+        for directory in reversed(place.resolve().parents):
+            mode = stat.S_IMODE(directory.stat().st_mode)
+            if not mode & stat.S_IXOTH and directory not in dict(opened):
+                directory.chmod(mode | stat.S_IXOTH)
+                opened.append((directory, mode))
+    try:
+        yield
+    finally:
+        for directory, mode in reversed(opened):
+            directory.chmod(mode)
 
 
 def synthetic_campaign(

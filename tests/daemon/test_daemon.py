@@ -29,7 +29,7 @@ from mw_actors.daemon import (
     subscribe,
 )
 from mw_errors import ConfigError, DaemonError
-from tests.processes import mw, synthetic_campaign
+from tests.processes import mw, runnable_by_others, synthetic_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
@@ -120,21 +120,12 @@ def test_another_uid_is_refused(runs: Path) -> None:
         "except OSError as e:\n    print('refused', type(e).__name__); sys.exit(0)\n"
         "print('connected')\n"
     )
-    done = subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            probe,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    with runnable_by_others():
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             sys.executable, "-c", probe],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
     assert done.stdout.strip() == "refused PermissionError", done.stderr
 
 

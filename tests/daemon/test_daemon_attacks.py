@@ -22,7 +22,7 @@ import pytest
 from mw_actors.daemon import Daemon, DaemonOptions, DaemonPaths, ListCampaigns, Status, Submit
 from mw_actors.daemon import connect as connect_daemon
 from mw_actors.editing import CampaignOptions
-from tests.processes import mw
+from tests.processes import mw, runnable_by_others
 
 from ..scenarios.daemon_frames import BAD_TAGS, KILLERS, frame, fuzz_frames
 
@@ -157,11 +157,12 @@ def test_a_user_the_runs_refuse_gets_one_line(tmp_path: Path) -> None:
     runs.chmod(0o700)
     tmp_path.chmod(0o755)
     for argv in (["status", "--runs", str(runs)], ["status", "c", "--runs", str(runs)]):
-        done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             sys.executable, "-m", "bin.mw", *argv],
-            cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+        with runnable_by_others():
+            done = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 sys.executable, "-m", "bin.mw", *argv],
+                cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+            )  # fmt: skip
         assert done.returncode == 2, done.stderr
         (line,) = done.stderr.splitlines()
         assert line.startswith("mw: error[permission_denied]: ") and "hint:" in line, line

@@ -133,11 +133,18 @@ async def test_isolation_fails_closed(fixture_config: Path, tmp_path: Path) -> N
 
 
 def ignoring_bwrap(tmp_path: Path) -> Path:
-    """A "bubblewrap" that ignores every isolation flag and runs the command on the host."""
+    """A "bubblewrap" that ignores every isolation flag and runs the command on the host.
+
+    Its privilege drop too: the command's ``setpriv`` is one that only runs what follows it
+    (an interpreter under /root may not even load as the sandbox's uid on the host).
+    """
+    skip = '#!/bin/sh\nwhile [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\n'
+    tools = tmp_path / "liar-bin"
+    tools.mkdir()
+    (tools / "setpriv").write_text(skip + 'exec "$@"\n')
+    (tools / "setpriv").chmod(0o755)
     path = tmp_path / "bwrap"
-    path.write_text(
-        '#!/bin/sh\nwhile [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n'
-    )
+    path.write_text(skip + f'PATH={tools}:$PATH exec "$@"\n')
     path.chmod(0o755)
     return path
 

@@ -81,12 +81,12 @@ async def test_a_campaign_writes_every_output_and_tests_on_the_right_versions(
     for row in (r for r in rows if r["phase"] == "test"):
         assert row["checkpoint"] == versions[row["window"]]
         for step in row["trace"]:
-            if step.get("tool") == "wm":
-                query = step["arguments"]["query"]
+            if step.get("name") == "wm":
+                query = step["args"]["query"]
                 used = WorldModel.load(run.version_dir(index[str(row["checkpoint"])]))
-                assert used.answer(query) == step["result"]  # replayed on that very version
+                assert used.answer(query) == step["obs"]  # replayed on that very version
                 later = WorldModel.load(run.version_dir(index[str(schedule.blocks)]))
-                discriminating += later.answer(query) != step["result"]
+                discriminating += later.answer(query) != step["obs"]
     assert discriminating > 0  # a later checkpoint would have answered differently
     score = score_file(run.results)
     assert score.hidden is not None and score.fully_specified is not None
@@ -248,7 +248,9 @@ def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
     statuses = Counter(e.status for e in after)
     assert statuses["unknown"] >= 1  # the in-flight ones, never re-run
     assert sum(e.phase == "serving" for e in after) == 48
-    assert score_file(tmp_path / "k" / "task" / "results" / "synthetic_l1_mwm-local.jsonl").n_test > 0
+    assert (
+        score_file(tmp_path / "k" / "task" / "results" / "synthetic_l1_mwm-local.jsonl").n_test > 0
+    )
     status = _status(tmp_path, "k")
     assert status["state"] == "completed" and status["kind"] == "serve-learn"
     assert status["progress"]["cases_served"] == 48 and status["progress"]["blocks_learned"] == 4

@@ -49,7 +49,9 @@ def test_a_synthetic_scenario_trains_in_the_background_offline(tmp_path: Path) -
     manual = launch("synthetic_l1", "test", env=env)
     assert manual.returncode == 0, manual.stderr
     assert "window 0: tested now" in manual.stdout
-    assert (tmp_path / "bg" / "manual" / "task" / "results" / "synthetic_l1_mwm-local.jsonl").exists()
+    assert (
+        tmp_path / "bg" / "manual" / "task" / "results" / "synthetic_l1_mwm-local.jsonl"
+    ).exists()
 
 
 @pytest.mark.timeout(150)

@@ -66,8 +66,8 @@ def test_the_learner_sees_decisions_and_scores_only() -> None:
             "block": 0,
             "reward": 1.0,
             "trace": [
-                {"tool": "get_case", "result": json.dumps({"kind": "refund"})},
-                {"tool": "decide", "arguments": {"decision": "deny"}},
+                {"kind": "tool", "name": "get_case", "obs": json.dumps({"kind": "refund"})},
+                {"kind": "tool", "name": "decide", "args": {"decision": "deny"}},
             ],
             "evaluator": "SECRET-ORACLE",
         }

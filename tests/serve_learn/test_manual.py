@@ -47,10 +47,10 @@ async def test_a_finished_campaign_tests_the_same_as_its_waiter(
     assert ours.keys() == waiter.keys() and ours
     for task_id, row in ours.items():  # same version, same outcome: tests never learn
         expected = waiter[task_id]
-        assert (row["checkpoint"], row["reward"], row["record"]) == (
+        assert (row["checkpoint"], row["reward"], row["status"]) == (
             expected["checkpoint"],
             expected["reward"],
-            expected["record"],
+            expected["status"],
         )
     again = await run_manual_tests(spec(dataset, tmp_path))
     assert (again.tested, again.earlier) == ([], [0, 1])  # nothing is tested twice
@@ -72,8 +72,8 @@ async def test_what_a_killed_manual_run_left_in_flight_ends_unknown(
         await journal.append(EpisodeStarted(task_id=first.task_id, phase="test", checkpoint=3))
     report = await run_manual_tests(spec(dataset, tmp_path))
     tested = rows(report.run.results)
-    assert tested[first.task_id]["record"]["status"] == "unknown"  # never re-run
-    assert sum(row["record"]["status"] == "finished" for row in tested.values()) == 23
+    assert tested[first.task_id]["status"] == "unknown"  # never re-run
+    assert sum(row["status"] == "finished" for row in tested.values()) == 23
 
 
 @pytest.mark.slow
