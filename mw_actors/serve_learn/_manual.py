@@ -39,6 +39,7 @@ from ._campaign import (
     start_upstream,
     write_outputs,
 )
+from ._methods import make_method
 from ._records import BlockLearned, CampaignStarted, EpisodeEnded, EpisodeStarted
 
 __all__ = ["ManualReport", "run_manual_tests"]
@@ -59,7 +60,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         ConfigError: no such campaign, or another manual test run holds it.
     """
     scenario, schedule = _prepare_scenario(spec)
-    campaign = RunDir(spec.runs, spec.tag, spec.scenario)
+    campaign = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
     if not campaign.journal.is_dir():
         raise ConfigError(
             f"{campaign.root} holds no campaign to test",
@@ -76,7 +77,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     spec = dataclasses.replace(spec, method=began.method, model=began.model)
     _check_model(spec, spec.model)
     await probe_endpoints(spec, [spec.model])  # before anything is written
-    manual = RunDir(campaign.root, "manual", spec.scenario)
+    manual = RunDir(campaign.root, "manual", spec.scenario, make_method(spec.method).name)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
     with campaign_lock(manual.root):

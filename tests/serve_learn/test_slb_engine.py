@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
+from mw_actors.serve_learn._slb import slb_available
 from tests.processes import ROOT, mw
 
 DATASET = ROOT / "tests" / "data" / "servelearnbench"  # the real banking_l1 export
 VENDORED = ROOT.parent / "shared" / "vendor" / "servelearnbench"
 needs_slb = pytest.mark.skipif(
-    sys.version_info < (3, 12), reason="the servelearnbench package needs Python >= 3.12"
+    not slb_available(), reason="the servelearnbench package (Python >= 3.12) is not installed"
 )
 
 # Every field of ServeLearnBench's runner's rows (runner.Runner._episode), then mw's own.
