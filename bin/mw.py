@@ -944,7 +944,9 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         return
     parser.add_argument("--allocation", help="the cumulative allocation in USD (default 5)")
     parser.add_argument(
-        "--method", choices=["mwm-local", "mwm", "blind"], help="the method (default mwm-local)"
+        "--method",
+        help="mwm-local (default), mwm or blind; slb:blind or slb:oracle (the benchmark's "
+        "own), or module:Class (a servelearnbench Method subclass)",
     )
     parser.add_argument(
         "--waiter",

@@ -65,7 +65,7 @@ from ._acting import MAX_TOKENS, WM_TOOL, Budget, SyntheticEnvironment, run_epis
 from ._backends import Endpoint, split_model, wire_prices
 from ._codex import CodexInstall, CodexSession
 from ._learner import LearnerEndpoint
-from ._methods import Method, Mwm, make_method
+from ._methods import Method, Mwm, SlbMethod, make_method
 from ._protocol import episode_record
 from ._records import (
     SERVE_LEARN_RECORDS,
@@ -308,6 +308,14 @@ class Shared:
             )
         else:
             self.tools, self.world, self.system = [], {}, self.slb.system_prompt
+        if isinstance(self.method, SlbMethod):
+            if self.slb is None:
+                raise ConfigError(
+                    f"method {spec.method!r} runs on the benchmark's own scenarios, "
+                    f"not on {spec.scenario}",
+                    hint="use a real scenario (banking_l1, ...) or mw's own methods",
+                )
+            self.method.bind(self.slb.bundle)
         self.evaluators = read_evaluators(spec.dataset, spec.scenario)  # the verifier's, only
         self.versions = Versions(run.checkout / "versions" / "v0")
         self.ended: dict[str, EpisodeEnded] = {}
@@ -339,18 +347,26 @@ class Shared:
         return [cases[i : i + size] for i in range(0, len(cases), size)]
 
 
-async def _play(shared: Shared, task: Task, version: int) -> Played:
+async def _play(shared: Shared, task: Task, phase: str, version: int) -> Played:
     """One episode of ``task`` on ``version``: in the benchmark's loop, or in mw's own."""
     version_dir = shared.versions.dir(version)
     wm = shared.method.wm(version_dir)
     context = shared.method.context()
     if shared.slb is not None:
-        return await shared.slb.play(
+        extra: dict[str, Any] = {}
+        method = shared.method
+        if isinstance(method, SlbMethod):  # its hooks, as the benchmark's runner calls them
+            slb_task = shared.slb.task(task.task_id)
+            context = method.episode_context(slb_task, phase, task.window)
+        played = await shared.slb.play(
             task.task_id,
             extra_system=context or "",
             wm_tool=WM_TOOL if wm is not None else None,
             wm=wm,
         )
+        if isinstance(method, SlbMethod):
+            extra = method.row_extra(slb_task, phase, task.window)
+        return msgspec.structs.replace(played, extra=extra) if extra else played
     assert shared.client is not None
     env = SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
     try:
@@ -391,7 +407,7 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
             EpisodeStarted(task_id=task.task_id, phase=phase, checkpoint=version)  # type: ignore[arg-type]
         )
         try:
-            played = await _play(shared, task, version)
+            played = await _play(shared, task, phase, version)
         except ProviderRefused as exc:  # every attempt failed: ended, never scored
             log.warning("episode_failed", task=task.task_id, error=exc.message)
             played = Played(status="failed", reward=0.0, trace=[], tokens={})
@@ -434,6 +450,7 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         judge_tokens=played.judge_tokens,
         answer_detail=played.answer_detail,
         labels=labels,
+        extra=played.extra,
     )
     await journal.append(ended)  # the evidence is durable here: the trace is in the record
     shared.ended[task.task_id] = ended
@@ -1194,6 +1211,7 @@ def _row(spec: CampaignSpec, method: Method, rec: EpisodeEnded, task: Task) -> d
         "tokens": tokens,
         "judge_tokens": rec.judge_tokens,
         "trace": rec.trace,
+        **rec.extra,  # the method's row_extra
     }
     if rec.phase == "serving" and method.learns:
         row["record"] = episode_record(task.instruction, rec.trace, rec.reward)
@@ -1214,7 +1232,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
         {
             "config": {
                 "scenario": spec.scenario,
-                "method": method.name,
+                **(method.config() if isinstance(method, SlbMethod) else {"method": method.name}),
                 "model": spec.model,
                 "reasoning_effort": spec.reasoning_effort,
                 "max_tokens": MAX_TOKENS,

@@ -22,7 +22,16 @@ from typing import Any, Protocol
 
 from mw_errors import ConfigError
 
-__all__ = ["METHODS", "Blind", "Method", "Mwm", "MwmLocal", "make_method", "observations"]
+__all__ = [
+    "METHODS",
+    "Blind",
+    "Method",
+    "Mwm",
+    "MwmLocal",
+    "SlbMethod",
+    "make_method",
+    "observations",
+]
 
 MWM_CONTEXT = """\
 # World model (MWM)
@@ -147,10 +156,93 @@ def make_method(name: str) -> Method:
     Raises:
         ConfigError: no such method here.
     """
+    if ":" in name:
+        from ._slb import slb_available, slb_missing
+
+        if not slb_available():
+            raise slb_missing(name, what="method")
+        return _slb_method(name)
     try:
         return METHODS[name]()
     except KeyError:
         raise ConfigError(
-            f"method {name!r} is not available; use one of: {', '.join(METHODS)}",
+            f"method {name!r} is not available; use one of: {', '.join(METHODS)}, "
+            "slb:blind, slb:oracle, or module:Class (a servelearnbench Method)",
             hint="mwm-local is the offline default; mwm runs an LLM learner; blind learns nothing",
         ) from None
+
+
+class SlbMethod:
+    """A ServeLearnBench ``Method`` (its own, or a user's subclass) under mw.
+
+    mw calls its hooks as the benchmark's runner does: ``setup(bundle)`` once,
+    ``context(task, phase, window)`` before each episode (appended to the system
+    prompt) and ``row_extra`` after it. Methods that learn (``update`` per
+    block) are not run yet: they are refused by name, before anything starts.
+    """
+
+    def __init__(self, spelled: str, method: Any) -> None:
+        self.spelled = spelled
+        self.method = method
+        self.name = str(method.name)
+        self.learns = bool(method.learns)
+        self._bound = False
+
+    def bind(self, bundle: dict[str, Any]) -> None:
+        """``setup(bundle)``, once, with the package's bundle of the scenario."""
+        if not self._bound:
+            self.method.setup(bundle)
+            self._bound = True
+
+    def context(self) -> str | None:
+        return None  # per episode: see episode_context
+
+    def episode_context(self, task: Any, phase: str, window: int) -> str:
+        return str(self.method.context(task, phase, window) or "")
+
+    def row_extra(self, task: Any, phase: str, window: int) -> dict[str, Any]:
+        return dict(self.method.row_extra(task, phase, window) or {})
+
+    def config(self) -> dict[str, Any]:
+        return dict(self.method.config())
+
+    def wm(self, version_dir: Path) -> Callable[[str], str] | None:
+        return None
+
+    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+        raise AssertionError("a learning ServeLearnBench method is refused before it starts")
+
+
+def _slb_method(name: str) -> SlbMethod:
+    """``slb:blind|oracle|rag`` (the package's own) or ``module:Class`` (any Method subclass)."""
+    import importlib
+
+    module_name, _, attribute = name.partition(":")
+    try:
+        if module_name == "slb":
+            from servelearnbench.methods import METHODS as SLB_METHODS
+
+            factory = SLB_METHODS[attribute]
+        else:
+            factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, KeyError) as exc:
+        raise ConfigError(
+            f"method {name!r} cannot be loaded: {type(exc).__name__}: {exc}",
+            hint="slb:blind, slb:oracle, or module:Class naming a servelearnbench Method "
+            "subclass importable here",
+        ) from None
+    from servelearnbench.methods import Method as SlbBase
+
+    if not (isinstance(factory, type) and issubclass(factory, SlbBase)):
+        raise ConfigError(
+            f"method {name!r} is not a servelearnbench.methods.Method subclass",
+            hint="see the benchmark's docs/methods.md for the interface",
+        )
+    method = SlbMethod(name, factory())
+    if method.learns:
+        raise ConfigError(
+            f"method {name!r} learns (update per block); mw does not run the benchmark's "
+            "learning methods yet",
+            hint="use slb:blind or slb:oracle, or mw's own mwm-local / mwm",
+        )
+    return method

@@ -72,6 +72,7 @@ class EpisodeEnded(Record, tag="serve_learn.episode_ended", frozen=True):
     judge_tokens: dict[str, int] = {}  # the Pitch judge's usage for this episode
     answer_detail: Any = None  # the verifier's
     labels: dict[str, Any] = {}  # tier, family, slice (a real scenario's)
+    extra: dict[str, Any] = {}  # a benchmark method's row_extra
 
 
 class BlockLearned(Record, tag="serve_learn.block_learned", frozen=True):

@@ -49,11 +49,12 @@ def slb_available() -> bool:
         return False
 
 
-def slb_missing(scenario: str) -> ConfigError:
-    """The error for a real scenario on a machine without the package."""
+def slb_missing(scenario: str, what: str = "scenario") -> ConfigError:
+    """The error for a real scenario (or a benchmark method) on a machine without the package."""
     here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    runs = "environment and verifier" if what == "scenario" else "method interface"
     return ConfigError(
-        f"scenario {scenario!r} runs in ServeLearnBench's own environment and verifier, and "
+        f"{what} {scenario!r} runs in ServeLearnBench's own {runs}, and "
         f"the servelearnbench package cannot be imported here ({here})",
         hint="install it into a Python >= 3.12 environment (pip install "
         "git+https://github.com/haizhongzheng/ServeLearnBench) and run mw from there; "
@@ -71,6 +72,7 @@ class Played(msgspec.Struct, frozen=True, kw_only=True):
     judge_tokens: dict[str, int] = {}
     answer_detail: Any = None
     provider_seconds: float = 0.0
+    extra: dict[str, Any] = {}  # the method's row_extra
 
 
 class _Stopped(Exception):

@@ -131,3 +131,57 @@ def test_a_learning_methods_serving_rows_carry_the_packages_episode_record(
     assert tested and {r["checkpoint"] for r in tested} == {2}  # window 0's tests, on v2
     # The wm tool rode beside the benchmark's tools, answered by the version's adapter.
     assert all(any(s["name"] == "finish" for s in r["trace"]) for r in rows)
+
+
+def _episodes(path: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """Each episode's task, actions and reward, keyed by (phase, task id)."""
+    _, rows = _rows(path)
+    return {
+        (r["phase"], r["task_id"]): (
+            [(s["kind"], s["name"], json.dumps(s.get("args"), sort_keys=True)) for s in r["trace"]],
+            r["reward"],
+            r["tokens"]["calls"],
+            r.get("n_retrieved"),
+        )
+        for r in rows
+    }
+
+
+@needs_slb
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["blind", "oracle"])
+def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path: Path) -> None:
+    """The benchmark's own runner and mw, on the same deterministic player: the same rows."""
+    import threading
+
+    from tests.processes import start_server, stop_server
+
+    provider, url = start_server("provider", "--engine", "synthetic-host")
+    for stream in (provider.stdout, provider.stderr):  # drained: a full pipe stalls it
+        threading.Thread(target=stream.read, daemon=True).start()  # type: ignore[union-attr]
+    try:
+        theirs = tmp_path / "slb.jsonl"
+        done = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "slb"), "run", "--scenario", "banking_l1",
+             "--method", method, "--model", "local/scripted", "--base-url", f"{url}/v1",
+             "--api-key-env", "", "--windows", "0,1", "--workers", "4", "--out", str(theirs)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        stop_server(provider)
+    done = mw("serve-learn", "run", "banking_l1", "--method", f"slb:{method}", "--dataset",
+              str(DATASET), "--runs", str(tmp_path), "--tag", "m", "--train-split", "168",
+              env={"MW_MODEL": "local/scripted"}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ours = tmp_path / "m" / "task" / "results" / f"banking_l1_{method}.jsonl"
+    mine, slbs = _episodes(ours), _episodes(theirs)
+    assert len(slbs) == 41 + 47  # windows 0 and 1's tests
+    assert mine == slbs
+    config, _ = _rows(ours)
+    their_config, _ = _rows(theirs)
+    for field in ("scenario", "method", "reasoning_effort", "max_tokens", "max_steps",
+                  "tool_budget"):  # fmt: skip
+        assert config[field] == their_config[field], field
+    if method == "oracle":  # the oracle bulletin reached the prompts: it scores better
+        assert sum(v[1] for v in mine.values()) > 0
