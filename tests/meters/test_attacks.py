@@ -194,8 +194,8 @@ async def test_many_sdk_streams_against_an_upstream_past_its_limits(
                     )
                     async for _ in stream:
                         pass
-                except openai.APIError:
-                    pass
+                except (openai.APIError, httpx.RemoteProtocolError):
+                    pass  # refused, or cut past the reservation (the SDK may not wrap the cut)
 
             async with anyio.create_task_group() as tg:
                 for _ in range(200):
