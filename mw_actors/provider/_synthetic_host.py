@@ -14,24 +14,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from ._engine import Reply, ToolCall, Turn
 from ._tool_player import ToolPlayer
+from ._tool_player import message_text as _text
 
 __all__ = ["SyntheticHost"]
 
 _CASE = re.compile(r"\bCASE-\d+\b")
 _MANUAL = re.compile(r"^- (\w+): (approve|deny|escalate)$", re.M)
 _BEST = re.compile(r"\bbest: (approve|deny|escalate)\b")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 class SyntheticHost:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ._engine import Reply, ToolCall, Turn
 
-__all__ = ["ToolPlayer"]
+__all__ = ["ToolPlayer", "message_text"]
 
 _ID = re.compile(r"\b[A-Z]{2,5}-[A-Za-z0-9]+\b")
 _CODE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
@@ -34,7 +34,8 @@ _LOOKUP = ("get_", "find_", "list_", "search_", "read_")
 FINISH = "finish"
 
 
-def _text(content: Any) -> str:
+def message_text(content: Any) -> str:
+    """A message's text: its content string, or its text parts joined."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -82,9 +83,9 @@ class _Seen:
 
     def __init__(self, conversation: list[dict[str, Any]]) -> None:
         self.system = "".join(
-            _text(m.get("content")) for m in conversation if m.get("role") == "system"
+            message_text(m.get("content")) for m in conversation if m.get("role") == "system"
         )
-        users = [_text(m.get("content")) for m in conversation if m.get("role") == "user"]
+        users = [message_text(m.get("content")) for m in conversation if m.get("role") == "user"]
         self.instruction = users[0] if users else ""
         self.calls: list[tuple[str, str]] = []  # (name, arguments as JSON)
         self.results: list[str] = []
@@ -95,7 +96,7 @@ class _Seen:
                     name = str(function.get("name") or "")
                     self.calls.append((name, str(function.get("arguments") or "{}")))
             elif message.get("role") == "tool":
-                self.results.append(_text(message.get("content")))
+                self.results.append(message_text(message.get("content")))
         self.ids = list(dict.fromkeys(_ID.findall(self.instruction)))
         self.fields: dict[str, list[str]] = {}
         for result in self.results:
