@@ -826,6 +826,12 @@ def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     schedule = plan(scenario, spec.train_split, learns=make_method(spec.method).learns)
     if not spec.scenario.startswith("synthetic_") and not slb_available():
         raise slb_missing(spec.scenario)
+    if spec.scenario.startswith("pitch"):  # every judge request must be metered and capped
+        raise ConfigError(
+            f"scenario {spec.scenario!r} is graded by the benchmark's LLM judge, which mw "
+            "does not meter yet; nothing was started",
+            hint="run it with slb run --judge-model ..., or use a retail or banking scenario",
+        )
     _check_installed(spec)
     for model in spec.models():
         _check_model(spec, model)

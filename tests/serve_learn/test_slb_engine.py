@@ -185,3 +185,16 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
         assert config[field] == their_config[field], field
     if method == "oracle":  # the oracle bulletin reached the prompts: it scores better
         assert sum(v[1] for v in mine.values()) > 0
+
+
+@needs_slb
+def test_a_pitch_scenario_is_refused_until_its_judge_is_metered(tmp_path: Path) -> None:
+    """Its verifier calls an LLM judge; an unmetered call would break the meters' promise."""
+    subprocess.run([str(ROOT / ".venv" / "bin" / "slb"), "export-data", "--scenario", "pitch_l1",
+                    "--out", str(tmp_path / "data")], capture_output=True, check=True)  # fmt: skip
+    done = mw("serve-learn", "run", "pitch_l1", "--dataset", str(tmp_path / "data"),
+              "--runs", str(tmp_path / "runs"), "--tag", "p", "--method", "blind")  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert "LLM judge" in line and "hint:" in line, line
+    assert not (tmp_path / "runs" / "p").exists()
