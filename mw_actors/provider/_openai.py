@@ -228,6 +228,8 @@ class Provider:
             "completion_tokens_details": {"reasoning_tokens": 0},
         }
         ident, created, model = self._new_id("chatcmpl"), int(time.time()), body.get("model", "")
+        # Unique in the conversation, as a provider's are, and the same on every run.
+        calls = f"call_{turn.assistant_turns}"
         finish = "length" if reply.truncated else "tool_calls" if reply.tool_calls else "stop"
         if not body.get("stream"):
             await self._whole(completion_tokens)
@@ -239,7 +241,7 @@ class Provider:
             if reply.tool_calls:
                 message["tool_calls"] = [
                     {
-                        "id": f"call_{i}",
+                        "id": f"{calls}_{i}",
                         "type": "function",
                         "function": {"name": c.name, "arguments": c.arguments_json},
                     }
@@ -258,7 +260,9 @@ class Provider:
         return Response(
             200,
             list(_SSE),
-            self._chat_stream(ident, created, model, reply, finish, usage, include_usage, fault),
+            self._chat_stream(
+                ident, created, model, reply, finish, usage, include_usage, fault, calls
+            ),
         )
 
     async def _chat_stream(
@@ -271,6 +275,7 @@ class Provider:
         usage: dict[str, Any],
         include_usage: bool,
         fault: str,
+        calls: str,
     ) -> AsyncIterator[bytes]:
         def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
             data = {
@@ -295,7 +300,7 @@ class Provider:
                         "tool_calls": [
                             {
                                 "index": i,
-                                "id": f"call_{i}",
+                                "id": f"{calls}_{i}",
                                 "type": "function",
                                 "function": function,
                             }

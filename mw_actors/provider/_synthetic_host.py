@@ -23,7 +23,7 @@ __all__ = ["SyntheticHost"]
 
 _CASE = re.compile(r"\bCASE-\d+\b")
 _MANUAL = re.compile(r"^- (\w+): (approve|deny|escalate)$", re.M)
-_BEST = re.compile(r"\bbest: (approve|deny|escalate)\b")
+_BEST = re.compile(r"^best: \w+\([^)\n]*\b(approve|deny|escalate)\b", re.M)
 
 
 class SyntheticHost:

@@ -4,9 +4,9 @@ It works the learner's tools as an LLM learner would, one call per turn:
 ``fit_adapter`` (train the world model's adapter on the evidence), then
 ``read_card``, then ``write_card`` with the card plus its own notes (per kind
 of case, the decision that scored best in the most recent block that saw it,
-read from the evidence lines in the conversation), then ``finish``. Like the
+read from the episodes' records in the conversation), then ``finish``. Like the
 synthetic host it reads the conversation, not a script; it sees only what the
-learner session shows it: traces' decisions and score lines.
+learner session shows it: the records of the block's episodes.
 
 Offered Codex CLI's shell tool (``exec_command``) instead, it does the same with
 commands in the workspace: ``./fit_adapter``, then its notes appended to
@@ -22,16 +22,26 @@ from ._transcript import text_of
 
 __all__ = ["SyntheticLearner"]
 
-_LINE = re.compile(r"^block (\d+): a (\w+) case, decided (\w+)\. Score: (\d+)/100\.$", re.M)
+_SECTION = re.compile(r"^## block (\d+), stream position \d+$", re.M)
+_KIND = re.compile(r'"kind": "(\w+)"')
+_DECIDED = re.compile(r'^  action: decide\(.*"decision": "(\w+)"', re.M)
+_SCORE = re.compile(r"^Score: (\d+)/100\.$", re.M)
 
 
 def notes(evidence: str) -> str:
-    """Per kind: the best-scoring decision of the latest block that saw that kind."""
+    """Per kind: the best-scoring decision of the latest block that saw that kind.
+
+    It reads the records shown (one ``## block K`` section each) as a reader of the
+    synthetic scenario would: the case's kind from ``get_case``'s observation, the
+    decision from ``decide``'s arguments, the score line.
+    """
     seen: dict[str, dict[int, dict[str, list[int]]]] = {}
-    for block, kind, decision, score in _LINE.findall(evidence):
-        seen.setdefault(kind, {}).setdefault(int(block), {}).setdefault(decision, []).append(
-            int(score)
-        )
+    sections = _SECTION.split(evidence)[1:]
+    for block, record in zip(sections[::2], sections[1::2], strict=True):
+        found = _KIND.search(record), _DECIDED.search(record), _SCORE.search(record)
+        if found[0] and found[1] and found[2]:
+            by_block = seen.setdefault(found[0].group(1), {}).setdefault(int(block), {})
+            by_block.setdefault(found[1].group(1), []).append(int(found[2].group(1)))
     lines = ["## Learner notes", ""]
     for kind in sorted(seen):
         latest = max(seen[kind])

@@ -64,7 +64,7 @@ from ._acting import MAX_TOKENS, WM_TOOL, Budget, SyntheticEnvironment, run_epis
 from ._backends import Endpoint, split_model, wire_prices
 from ._codex import CodexInstall, CodexSession
 from ._learner import LearnerEndpoint
-from ._methods import Method, Mwm, SlbMethod, make_method
+from ._methods import Method, Mwm, make_method
 from ._protocol import episode_record
 from ._records import (
     SERVE_LEARN_RECORDS,
@@ -79,6 +79,7 @@ from ._records import (
 from ._scenario import Scenario, Task, read_evaluators, read_scenario
 from ._schedule import Plan, plan
 from ._slb import Played, SlbScenario, importable, slb_available, slb_missing
+from ._worldmodel import Served
 
 __all__ = ["CampaignSpec", "RunDir", "check_campaign", "run_campaign", "write_outputs"]
 
@@ -307,17 +308,11 @@ class Shared:
             )
         else:
             self.tools, self.world, self.system = [], {}, self.slb.system_prompt
-        if isinstance(self.method, SlbMethod):
-            if self.slb is None:
-                raise ConfigError(
-                    f"method {spec.method!r} runs on the benchmark's own scenarios, "
-                    f"not on {spec.scenario}",
-                    hint="use a real scenario (banking_l1, ...) or mw's own methods",
-                )
-            self.method.bind(self.slb.bundle)
+        self.method.bind(self.slb)  # refused here: a benchmark method on the synthetic one
         self.evaluators = read_evaluators(spec.dataset, spec.scenario)  # the verifier's, only
         self.versions = Versions(run.checkout / "versions" / "v0")
         self.ended: dict[str, EpisodeEnded] = {}
+        self._served: dict[str, Served] = {}
         self.learned: set[int] = set()
         self.tested: set[int] = set()
         self.blocked = anyio.Event()
@@ -338,6 +333,21 @@ class Shared:
             "test": anyio.CapacityLimiter(spec.concurrency),
         }
 
+    def served(self, task: Task, ended: EpisodeEnded, block: int) -> Served:
+        """What a learner is given of a served episode (its record text, made once)."""
+        found = self._served.get(task.task_id)
+        if found is None or found.block != block:
+            found = Served(
+                block=block,
+                task_id=task.task_id,
+                timestamp=task.timestamp,
+                instruction=task.instruction,  # as the agent received it
+                reward=ended.reward,
+                record=episode_record(task.instruction, ended.trace, ended.reward),
+            )
+            self._served[task.task_id] = found
+        return found
+
     def serving_blocks(self) -> list[list[Task]]:
         if not self.plan.learns:
             return []
@@ -349,23 +359,30 @@ class Shared:
 async def _play(shared: Shared, task: Task, phase: str, version: int) -> Played:
     """One episode of ``task`` on ``version``: in the benchmark's loop, or in mw's own."""
     version_dir = shared.versions.dir(version)
-    wm = shared.method.wm(version_dir)
-    context = shared.method.context()
+    method = shared.method
+
+    def hooks() -> tuple[Callable[[str], str] | None, str]:
+        return method.wm(version_dir), method.context(version_dir, task.task_id, phase, task.window)
+
+    # A method's hooks read files and search their stores: off the event loop.
+    wm, context = await anyio.to_thread.run_sync(hooks)
     if shared.slb is not None:
-        extra: dict[str, Any] = {}
-        method = shared.method
-        if isinstance(method, SlbMethod):  # its hooks, as the benchmark's runner calls them
-            slb_task = shared.slb.task(task.task_id)
-            context = method.episode_context(slb_task, phase, task.window)
         played = await shared.slb.play(
             task.task_id,
-            extra_system=context or "",
+            extra_system=context,
             wm_tool=WM_TOOL if wm is not None else None,
             wm=wm,
         )
-        if isinstance(method, SlbMethod):
-            extra = method.row_extra(slb_task, phase, task.window)
-        return msgspec.structs.replace(played, extra=extra) if extra else played
+    else:
+        played = await _play_synthetic(shared, task, wm, context)
+    extra = method.row_extra(version_dir, task.task_id, phase, task.window)
+    return msgspec.structs.replace(played, extra=extra) if extra else played
+
+
+async def _play_synthetic(
+    shared: Shared, task: Task, wm: Callable[[str], str] | None, context: str
+) -> Played:
+    """One episode of the synthetic scenario, in mw's own acting loop."""
     assert shared.client is not None
     env = SyntheticEnvironment(shared.tools, shared.world, shared.evaluators[task.task_id])
     try:
@@ -376,7 +393,7 @@ async def _play(shared: Shared, task: Task, phase: str, version: int) -> Played:
             task=task,
             env=env,
             wm=wm,
-            mwm_context=context,
+            mwm_context=context or None,
             reasoning_effort=shared.spec.reasoning_effort,
         )
     except ProviderRefused as exc:
@@ -485,30 +502,29 @@ class Learner(_Journaled):
         if block in shared.learned:
             return
         started = time.perf_counter()
-        # The evidence comes from the journaled records (fsynced), never from an evaluator.
-        evidence = []
+        # What is learned comes from the journaled records (fsynced): each served episode's
+        # record, as the benchmark gives a learning method; never an evaluator.
+        served = []
         for number, earlier in enumerate(shared.serving_blocks()[: block + 1]):
             for task in earlier:
                 ended = shared.ended.get(task.task_id)
                 if ended is not None:
-                    evidence.append(
-                        {
-                            "block": number,
-                            "instruction": task.instruction,  # what the agent saw
-                            "reward": ended.reward,
-                            "trace": ended.trace,
-                            "feedback": score_line(ended.reward),
-                        }
-                    )
+                    served.append(shared.served(task, ended, number))
+        previous = shared.versions.dir(block)
         staging = shared.run.checkout / "staging"
-        shutil.rmtree(staging, ignore_errors=True)
-        await anyio.to_thread.run_sync(shared.method.learn, evidence, block, staging)
-        digest = _digest(staging)
-        target = shared.run.version_dir(digest)
-        if target.exists():
-            shutil.rmtree(staging)
-        else:
-            os.replace(staging, target)
+
+        def learn() -> tuple[str, Path]:
+            shutil.rmtree(staging, ignore_errors=True)
+            shared.method.learn(served, block, previous, staging)
+            digest = _digest(staging)
+            target = shared.run.version_dir(digest)
+            if target.exists():
+                shutil.rmtree(staging)
+            else:
+                os.replace(staging, target)
+            return digest, target
+
+        digest, target = await anyio.to_thread.run_sync(learn)
         duration = time.perf_counter() - started
         await self.journal.append(
             BlockLearned(
@@ -1229,7 +1245,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
         {
             "config": {
                 "scenario": spec.scenario,
-                **(method.config() if isinstance(method, SlbMethod) else {"method": method.name}),
+                **method.config(),
                 "model": spec.model,
                 "reasoning_effort": spec.reasoning_effort,
                 "max_tokens": MAX_TOKENS,
@@ -1246,7 +1262,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
     learned = [e.rec for e in entries if isinstance(e.rec, BlockLearned)]
     if learned:
         last = max(learned, key=lambda r: r.version)
-        for name in ("card.md", "adapter.safetensors"):
+        for name in ("card.md", "adapter.safetensors", "cases.jsonl"):
             source = run.version_dir(last.digest) / name
             if source.is_file():
                 shutil.copyfile(source, run.checkout / name)

@@ -4,8 +4,8 @@ As the seeds run it: Codex CLI is the learner session. Its workspace is the
 sandbox's scratch, holding
 
 - ``evidence.md``: the block's evidence, as the built-in loop shows it
-  (decisions and score lines; never an evaluator, never a serving task);
-- ``evidence.json``: the same observations, for the fitting script;
+  (its episodes' records; never an evaluator, never a serving task);
+- ``evidence.json``: every served episode so far, for the fitting script;
 - ``fit_adapter``: trains the adapter on ``evidence.json`` and writes
   ``adapter.safetensors`` and ``card.md`` (the world model, ``worldmodel.py``,
   sits beside it);
@@ -30,7 +30,6 @@ import shutil
 import sys
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -40,18 +39,20 @@ import sandbox
 from mw_errors import ProviderRefused
 
 from ._learner import LearnerEndpoint, LearnerUsage, ensure_card, evidence_text
-from ._methods import observations
+from ._worldmodel import Served
 
 __all__ = ["CodexInstall", "CodexSession", "find_codex", "run_codex_session"]
 
 PROMPT = """\
 You maintain the world model of a deployment. This directory holds it: \
-card.md (what it believes, markdown) and adapter.safetensors (what answers \
-queries about which decision scores best for each kind of case). The evidence \
-of every served case so far is below and in evidence.md.
+card.md (what it believes, markdown; the agent reads it in its system prompt) \
+and adapter.safetensors (what answers queries about which action scores best \
+for a case). The records of the latest block's served episodes are below and \
+in evidence.md.
 
-1. Run ./fit_adapter to train the adapter on the evidence (it rewrites card.md).
-2. Add to card.md what the latest block taught, kind by kind.
+1. Run ./fit_adapter to train the adapter on every served episode so far (it \
+rewrites card.md).
+2. Add to card.md what the latest block taught.
 3. Say that the world model is updated.
 
 Use one command per turn.
@@ -67,11 +68,12 @@ from pathlib import Path
 
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
-from worldmodel import Observation, fit  # noqa: E402
+import msgspec  # noqa: E402
+from worldmodel import Served, fit  # noqa: E402
 
-observations = [Observation(**o) for o in json.loads((here / "evidence.json").read_text())]
-fit(observations, now={block}).save(here, {version})
-print(f"adapter trained on {{len(observations)}} episodes; card.md rewritten")
+served = msgspec.json.decode((here / "evidence.json").read_bytes(), type=list[Served])
+fit(served, now={block}).save(here, {version})
+print(f"adapter trained on {{len(served)}} episodes; card.md rewritten")
 """
 
 
@@ -121,7 +123,7 @@ def find_codex(on_path: str | None) -> CodexInstall | None:
 def _collect(scratch: Path, out: Path, block: int) -> None:
     """The new version: the card and the adapter the session left in its workspace."""
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("card.md", "adapter.safetensors"):
+    for name in ("card.md", "adapter.safetensors", "cases.jsonl"):
         if (scratch / name).is_file():
             shutil.copyfile(scratch / name, out / name)
     ensure_card(out, block)
@@ -130,7 +132,7 @@ def _collect(scratch: Path, out: Path, block: int) -> None:
 async def run_codex_session(
     session: CodexSession,
     endpoint: LearnerEndpoint,
-    evidence: list[dict[str, Any]],
+    served: list[Served],
     block: int,
     out: Path,
 ) -> LearnerUsage:
@@ -158,11 +160,10 @@ async def run_codex_session(
     config = sandbox.SandboxConfig(
         scratch=str(scratch), binds=(session.install.root,), limits=limits
     )
-    text = evidence_text(evidence, block)
-    found = [msgspec.to_builtins(o) for o in observations(evidence)]
+    text = evidence_text(served, block)
     async with sandbox.open_sandbox(session.backend, config) as box:
         await box.write_file("evidence.md", text.encode() + b"\n")
-        await box.write_file("evidence.json", json.dumps(found).encode())
+        await box.write_file("evidence.json", msgspec.json.encode(served))
         await box.write_file("worldmodel.py", await anyio.Path(_worldmodel.__file__).read_bytes())
         script = FIT_ADAPTER.format(python=session.python, block=block, version=block + 1)
         await box.write_file("fit_adapter", script.encode())

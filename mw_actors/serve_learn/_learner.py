@@ -3,16 +3,17 @@
 The built-in learner loop speaks the Responses API as Codex CLI does: the
 whole history every turn, ``store: false``, function tools, one tool call per
 turn (a turn with several executes none; a turn with none gets a corrective
-message), at most ``MAX_TURNS`` turns. Its tools work on the new version's
-directory only:
+message), at most ``MAX_TURNS`` turns and ``MAX_OUTPUT_TOKENS`` output
+tokens. Its tools work on the new version's directory only:
 
 - ``fit_adapter``: train the world model's adapter (:mod:`._worldmodel`) on
   every served episode's evidence so far, recent blocks weighing more;
 - ``read_card`` / ``write_card(text)``: the world-model card;
 - ``finish``: the version is done.
 
-The session sees the evidence as lines of what was decided for which kind of
-case and the score line it got; never an evaluator, never a serving task. It
+The session sees the block's served episodes as their records (what the agent
+received, did and observed, and the score line); never an evaluator, never a
+serving task. It
 runs on a worker thread (blocking HTTP to the meter on loopback), so the
 event loop keeps serving.
 """
@@ -30,10 +31,10 @@ import msgspec
 import meters
 from mw_errors import ProviderRefused
 
-from ._methods import observations
-from ._protocol import episode_record
+from ._worldmodel import Served
 
 __all__ = [
+    "MAX_OUTPUT_TOKENS",
     "MAX_TURNS",
     "LearnerEndpoint",
     "LearnerUsage",
@@ -42,13 +43,15 @@ __all__ = [
     "run_learner_session",
 ]
 
-MAX_TURNS = 12
+MAX_TURNS = 12  # per session
+MAX_OUTPUT_TOKENS = 32_768  # per session: a turn past it is not taken
 
 INSTRUCTIONS = """\
 You maintain the world model of a deployment: an adapter that answers the \
-agent's wm queries, and a card that describes what has been learned. After each \
-block of served cases you get the evidence: what the agent decided for each kind \
-of case and the score it got. Update the world model with your tools, one call \
+agent's wm queries, and a card that describes what has been learned; the agent \
+reads the card in its system prompt. After each block of served cases you get \
+the records of the block's episodes: what the agent received, did and observed, \
+and the score it got. Update the world model with your tools, one call \
 per turn: fit_adapter trains the adapter on all evidence so far; read_card and \
 write_card edit the card. Call finish when the world model is up to date."""
 
@@ -101,40 +104,34 @@ class LearnerUsage(msgspec.Struct, frozen=True):
     finished: bool
 
 
-def evidence_text(evidence: list[dict[str, Any]], block: int) -> str:
-    """What the learner is shown, block by block; never an evaluator.
+def evidence_text(served: list[Served], block: int) -> str:
+    """What the learner is shown of block ``block``: each of its episodes' records.
 
-    On the synthetic scenario: what was decided for which kind of case, and its score
-    line. Elsewhere: each episode's record (its instruction, its tool calls and what
-    they returned, its score line), as ServeLearnBench shows a learning method.
+    A record is what ServeLearnBench gives a learning method: the instruction, every
+    step's action and observation, and the score line; never an evaluator, a category
+    or a window. Earlier blocks reach the learner through the adapter it fits on all
+    of them.
     """
-    lines = [f"Evidence after block {block} (every served case so far, oldest first):"]
-    decided = observations(evidence)
-    for o in decided:
-        lines.append(
-            f"block {o.block}: a {o.kind} case, decided {o.decision}. "
-            f"Score: {round(100 * o.reward)}/100."
-        )
-    if not decided:
-        for item in evidence:
-            record = episode_record(
-                str(item.get("instruction", "")), item.get("trace", []), float(item["reward"])
-            )
-            lines += ["", f"## block {item['block']}", record]
+    mine = [s for s in served if s.block == block]
+    lines = [
+        f"Evidence of block {block}: the records of its {len(mine)} served episodes "
+        f"({len(served)} served so far; fit_adapter trains on all of them).",
+    ]
+    for item in mine:
+        lines += ["", f"## block {item.block}, stream position {item.timestamp}", item.record]
     return "\n".join(lines)
 
 
 def _execute(
-    name: str, arguments: dict[str, Any], evidence: list[dict[str, Any]], block: int, out: Path
+    name: str, arguments: dict[str, Any], served: list[Served], block: int, out: Path
 ) -> str:
     from ._worldmodel import fit
 
     out.mkdir(parents=True, exist_ok=True)
     card = out / "card.md"
     if name == "fit_adapter":
-        model = fit(observations(evidence), now=block)
-        model.save(out, block + 1)
-        return f"adapter trained on {len(observations(evidence))} episodes; card rewritten"
+        fit(served, now=block).save(out, block + 1)
+        return f"adapter trained on {len(served)} episodes; card rewritten"
     if name == "read_card":
         return card.read_text() if card.exists() else "(no card yet)"
     if name == "write_card":
@@ -154,7 +151,7 @@ def ensure_card(out: Path, block: int) -> None:
 
 
 def run_learner_session(
-    endpoint: LearnerEndpoint, evidence: list[dict[str, Any]], block: int, out: Path
+    endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path
 ) -> LearnerUsage:
     """Learn version ``block + 1`` into ``out``; return the session's usage.
 
@@ -162,14 +159,14 @@ def run_learner_session(
         ProviderRefused: the learner meter or the provider refused a turn.
     """
     items: list[dict[str, Any]] = [
-        {"type": "message", "role": "user", "content": evidence_text(evidence, block)}
+        {"type": "message", "role": "user", "content": evidence_text(served, block)}
     ]
     usage = meters.Usage(input_tokens=0, cached_input_tokens=0, output_tokens=0)
     cost = Decimal(0)
     finished = False
     turns = 0
     with httpx.Client(base_url=endpoint.base_url, timeout=600.0) as client:
-        while turns < MAX_TURNS and not finished:
+        while turns < MAX_TURNS and usage.output_tokens < MAX_OUTPUT_TOKENS and not finished:
             turns += 1
             body = {
                 "model": endpoint.model,
@@ -177,7 +174,7 @@ def run_learner_session(
                 "input": items,
                 "tools": TOOLS,
                 "store": False,
-                "max_output_tokens": 4096,
+                "max_output_tokens": min(4096, MAX_OUTPUT_TOKENS - usage.output_tokens),
             }
             response = client.post("/responses", json=body)
             if response.status_code != 200:
@@ -215,7 +212,7 @@ def run_learner_session(
                     if not isinstance(arguments, dict):
                         result = "the arguments are not a JSON object"
                     else:
-                        result = _execute(str(call.get("name")), arguments, evidence, block, out)
+                        result = _execute(str(call.get("name")), arguments, served, block, out)
                 items.append(
                     {
                         "type": "function_call_output",

@@ -1,26 +1,40 @@
 """Learning methods: what the host is given (context, a ``wm`` tool), and how a block is learned.
 
-- ``mwm-local`` (offline default): a small torch world model (:mod:`._worldmodel`)
-  trained after every block on all serving evidence so far, recent evidence
-  weighing more. Its checkpoint is an adapter plus a card.
-- ``mwm``: an LLM learner session (:mod:`._learner`), through the learner
-  meter, fits the adapter and edits the card with its tools; the host's ``wm``
-  tool answers from the adapter it fitted. The campaign connects it to its
-  learner meter before the first block.
-- ``blind``: the reference that learns nothing: no context, no ``wm`` tool.
+Every method has one interface (:class:`Method`): the campaign asks it, per
+episode, for the text appended to the system prompt on a version
+(``context``), the ``wm`` tool of that version, and the fields it adds to the
+episode's row; after each block it asks it to ``learn`` the next version from
+the served episodes' records.
 
-A learner reads evidence files (tool calls, their results, the score line);
-it never sees an evaluator and never plays a serving task.
+- ``mwm-local`` (offline default): a small torch world model (:mod:`._worldmodel`)
+  fitted after every block on the records of every served episode so far,
+  recent blocks weighing more. Its checkpoint is an adapter plus a card; an
+  episode on version v gets the MWM context and v's card, and a ``wm`` tool that
+  answers from v's adapter.
+- ``mwm``: an LLM learner session (:mod:`._learner`), through the learner
+  meter, fits the adapter and edits the card with its tools. The campaign
+  connects it to its learner meter before the first block.
+- ``blind``: the reference that learns nothing: no context, no ``wm`` tool.
+- ``slb:NAME`` or ``module:Class``: a ServeLearnBench ``Method`` (:class:`SlbMethod`).
+
+A learner reads served episodes' records (:class:`~._worldmodel.Served`); it
+never sees an evaluator, a category or a window, and never plays a serving task.
 """
 
 from __future__ import annotations
 
-import json
+import copy
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+import msgspec
 
 from mw_errors import ConfigError
+
+from ._worldmodel import Served
 
 __all__ = [
     "METHODS",
@@ -30,74 +44,79 @@ __all__ = [
     "MwmLocal",
     "SlbMethod",
     "make_method",
-    "observations",
 ]
 
 MWM_CONTEXT = """\
 # World model (MWM)
 A world model learned from this deployment's past serving is available as the
-wm tool. Actual practice may differ from the manual: before a decision, ask the
-wm tool which decision scores best for this kind of case."""
+wm tool. Actual practice may differ from the manual: before you act, ask the wm
+tool which action scores best for a case like this one (describe the case in
+your query). What it has learned so far is summarised below."""
 
 
-class Method(Protocol):
-    name: str  # the results file is <scenario>_<name>.jsonl
-    learns: bool  # False: no serving stream, every window tested on v0
+class Method:
+    """What the campaign asks of a method; the defaults are a method that does nothing."""
 
-    def context(self) -> str | None: ...
+    name = "method"  # the results file is <scenario>_<name>.jsonl
+    learns = False  # False: no serving stream, every window tested on v0
 
-    def wm(self, version_dir: Path) -> Callable[[str], str] | None: ...
+    def bind(self, scenario: Any) -> None:
+        """Called once with the real scenario (an ``SlbScenario``), None on the synthetic one."""
 
-    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
-        """Write the version learned from blocks 0..``block`` into ``out``."""
+    def context(self, version_dir: Path, task_id: str, phase: str, window: int) -> str:
+        """Text appended to the episode's system prompt, on that version."""
+        return ""
+
+    def wm(self, version_dir: Path) -> Callable[[str], str] | None:
+        """The version's ``wm`` tool, or None to offer none."""
+        return None
+
+    def row_extra(self, version_dir: Path, task_id: str, phase: str, window: int) -> dict[str, Any]:
+        """Fields the method adds to the episode's row."""
+        return {}
+
+    def config(self) -> dict[str, Any]:
+        """The method's part of the results file's config line."""
+        return {"method": self.name}
+
+    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
+        """Write version ``block + 1`` into ``out``.
+
+        ``previous`` is version ``block``'s directory; ``served`` has every served
+        episode of blocks 0..``block``.
+        """
+        raise AssertionError(f"{self.name} does not learn: the campaign serves it nothing")
 
 
-def observations(evidence: list[dict[str, Any]]) -> list[Any]:
-    """(block, kind, decision, reward) of each served episode, read from its trace."""
-    from ._worldmodel import Observation
-
-    found = []
-    for item in evidence:
-        kind = decision = None
-        for step in item.get("trace", []):
-            if step.get("kind") != "tool":
-                continue
-            if step.get("name") == "get_case":
-                try:
-                    kind = json.loads(step.get("obs") or "{}").get("kind")
-                except (ValueError, AttributeError):
-                    kind = None
-            elif step.get("name") == "decide" and decision is None:
-                decision = (step.get("args") or {}).get("decision")
-        if kind and decision:
-            found.append(Observation(item["block"], kind, decision, float(item["reward"])))
-    return found
-
-
-class MwmLocal:
+class MwmLocal(Method):
     name = "mwm-local"
     learns = True
 
     def __init__(self) -> None:
-        self._cache: dict[Path, Callable[[str], str]] = {}
+        self._answers: dict[Path, Callable[[str], str]] = {}
+        self._contexts: dict[Path, str] = {}
 
-    def context(self) -> str | None:
-        return MWM_CONTEXT
+    def context(self, version_dir: Path, task_id: str, phase: str, window: int) -> str:
+        if version_dir not in self._contexts:
+            card = version_dir / "card.md"
+            learned = card.read_text() if card.is_file() else "(nothing learned yet)\n"
+            self._contexts[version_dir] = f"{MWM_CONTEXT}\n\n{learned}"
+        return self._contexts[version_dir]
 
     def wm(self, version_dir: Path) -> Callable[[str], str] | None:
-        if version_dir not in self._cache:
+        if version_dir not in self._answers:
             from ._worldmodel import WorldModel
 
             if (version_dir / "adapter.safetensors").is_file():
-                self._cache[version_dir] = WorldModel.load(version_dir).answer
+                self._answers[version_dir] = WorldModel.load(version_dir).answer
             else:  # v0: nothing learned yet
-                self._cache[version_dir] = lambda query: "no knowledge yet"
-        return self._cache[version_dir]
+                self._answers[version_dir] = lambda query: "no knowledge yet"
+        return self._answers[version_dir]
 
-    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
         from ._worldmodel import fit
 
-        fit(observations(evidence), now=block).save(out, block + 1)
+        fit(served, now=block).save(out, block + 1)
 
 
 class Mwm(MwmLocal):
@@ -111,7 +130,7 @@ class Mwm(MwmLocal):
         self.codex: Any = None  # a CodexSession when Codex CLI is the learner session
         self.last_usage: Any = None  # the last session's LearnerUsage
 
-    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
         from ._learner import run_learner_session
 
         if self.endpoint is None:
@@ -122,24 +141,14 @@ class Mwm(MwmLocal):
             from ._codex import run_codex_session
 
             self.last_usage = anyio.from_thread.run(
-                run_codex_session, self.codex, self.endpoint, evidence, block, out
+                run_codex_session, self.codex, self.endpoint, served, block, out
             )
             return
-        self.last_usage = run_learner_session(self.endpoint, evidence, block, out)
+        self.last_usage = run_learner_session(self.endpoint, served, block, out)
 
 
-class Blind:
+class Blind(Method):
     name = "blind"
-    learns = False
-
-    def context(self) -> str | None:
-        return None
-
-    def wm(self, version_dir: Path) -> Callable[[str], str] | None:
-        return None
-
-    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
-        raise AssertionError("blind does not learn: the campaign serves it nothing")
 
 
 METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "mwm": Mwm, "blind": Blind}
@@ -162,50 +171,122 @@ def make_method(name: str) -> Method:
     except KeyError:
         raise ConfigError(
             f"method {name!r} is not available; use one of: {', '.join(METHODS)}, "
-            "slb:blind, slb:oracle, or module:Class (a servelearnbench Method)",
+            "slb:blind, slb:oracle, slb:rag, or module:Class (a servelearnbench Method)",
             hint="mwm-local is the offline default; mwm runs an LLM learner; blind learns nothing",
         ) from None
 
 
-class SlbMethod:
+class SlbMethod(Method):
     """A ServeLearnBench ``Method`` (its own, or a user's subclass) under mw.
 
-    mw calls its hooks as the benchmark's runner does: ``setup(bundle)`` once,
-    ``context(task, phase, window)`` before each episode (appended to the system
-    prompt) and ``row_extra`` after it. Methods that learn (``update`` per
-    block) are not run yet: they are refused by name, before anything starts.
+    mw calls its hooks as the benchmark's runner does: ``setup(bundle)`` on a
+    fresh instance, ``context(task, phase, window)`` before each episode
+    (appended to the system prompt), ``row_extra`` after it, and, for a method
+    that learns, ``update(results)`` after each served block with the block's
+    ``EpisodeResult``s, built from the journal.
+
+    A version is the method's state after the updates of blocks 0..v-1. Its
+    directory holds ``update.json``: the block's results and the name of the
+    version before it, so a version's state is rebuilt after a restart by
+    replaying the chain's updates on a fresh instance, and its digest covers
+    every update before it. In one process a state is copied from the one
+    before it and updated once; a few recent states are kept.
     """
 
-    def __init__(self, spelled: str, method: Any) -> None:
+    KEPT = 4  # states kept in memory; an older one is rebuilt when asked for
+
+    def __init__(self, spelled: str, factory: Callable[[], Any]) -> None:
         self.spelled = spelled
-        self.method = method
-        self.name = str(method.name)
-        self.learns = bool(method.learns)
-        self._bound = False
+        self.factory = factory
+        probe = factory()
+        self.name = str(probe.name)
+        self.learns = bool(probe.learns)
+        self.block_size = int(probe.block_size)
+        self._config = dict(probe.config())
+        self._scenario: Any = None
+        self._states: OrderedDict[Path, Any] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def bind(self, bundle: dict[str, Any]) -> None:
-        """``setup(bundle)``, once, with the package's bundle of the scenario."""
-        if not self._bound:
-            self.method.setup(bundle)
-            self._bound = True
-
-    def context(self) -> str | None:
-        return None  # per episode: see episode_context
-
-    def episode_context(self, task: Any, phase: str, window: int) -> str:
-        return str(self.method.context(task, phase, window) or "")
-
-    def row_extra(self, task: Any, phase: str, window: int) -> dict[str, Any]:
-        return dict(self.method.row_extra(task, phase, window) or {})
+    def bind(self, scenario: Any) -> None:
+        if scenario is None:
+            raise ConfigError(
+                f"method {self.spelled!r} runs on the benchmark's own scenarios, "
+                "not on mw's synthetic one",
+                hint="use a real scenario (banking_l1, ...) or mw's own methods",
+            )
+        self._scenario = scenario
 
     def config(self) -> dict[str, Any]:
-        return dict(self.method.config())
+        return dict(self._config)
 
-    def wm(self, version_dir: Path) -> Callable[[str], str] | None:
-        return None
+    def context(self, version_dir: Path, task_id: str, phase: str, window: int) -> str:
+        task = self._scenario.task(task_id)
+        return str(self._state(version_dir).context(task, phase, window) or "")
 
-    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
-        raise AssertionError("a learning ServeLearnBench method is refused before it starts")
+    def row_extra(self, version_dir: Path, task_id: str, phase: str, window: int) -> dict[str, Any]:
+        task = self._scenario.task(task_id)
+        return dict(self._state(version_dir).row_extra(task, phase, window) or {})
+
+    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
+        results = [
+            {
+                "task_id": s.task_id,
+                "instruction": s.instruction,
+                "timestamp": s.timestamp,
+                "reward": s.reward,
+                "record": s.record,
+            }
+            for s in served
+            if s.block == block
+        ]
+        state = self._state(previous)
+        with self._lock:
+            try:
+                after = copy.deepcopy(state)
+            except Exception:
+                after = self._replay(previous)
+            after.update(self._results(results))
+        update = {"previous": previous.name, "block": block, "results": results}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "update.json").write_bytes(msgspec.json.encode(update))
+        self._keep(out, after)
+
+    # -- states -----------------------------------------------------------------
+
+    def _state(self, version_dir: Path) -> Any:
+        with self._lock:
+            if version_dir in self._states:
+                self._states.move_to_end(version_dir)
+                return self._states[version_dir]
+        built = self._replay(version_dir)
+        self._keep(version_dir, built)
+        return built
+
+    def _keep(self, version_dir: Path, state: Any) -> None:
+        with self._lock:
+            self._states[version_dir] = state
+            while len(self._states) > self.KEPT:
+                self._states.popitem(last=False)
+
+    def _replay(self, version_dir: Path) -> Any:
+        """A fresh instance, set up, then updated with every block up to ``version_dir``."""
+        chain = []
+        here = version_dir
+        while (here / "update.json").is_file():
+            update = msgspec.json.decode((here / "update.json").read_bytes())
+            chain.append(update["results"])
+            here = here.parent / update["previous"]
+        state = self.factory()
+        state.setup(self._scenario.bundle)
+        for results in reversed(chain):
+            state.update(self._results(results))
+        return state
+
+    @staticmethod
+    def _results(results: list[dict[str, Any]]) -> list[Any]:
+        from servelearnbench.methods import EpisodeResult
+
+        return [EpisodeResult(**r) for r in results]
 
 
 def _slb_method(name: str) -> SlbMethod:
@@ -223,7 +304,7 @@ def _slb_method(name: str) -> SlbMethod:
     except (ImportError, AttributeError, KeyError) as exc:
         raise ConfigError(
             f"method {name!r} cannot be loaded: {type(exc).__name__}: {exc}",
-            hint="slb:blind, slb:oracle, or module:Class naming a servelearnbench Method "
+            hint="slb:blind, slb:oracle, slb:rag, or module:Class naming a servelearnbench Method "
             "subclass importable here",
         ) from None
     from servelearnbench.methods import Method as SlbBase
@@ -233,11 +314,4 @@ def _slb_method(name: str) -> SlbMethod:
             f"method {name!r} is not a servelearnbench.methods.Method subclass",
             hint="see the benchmark's docs/methods.md for the interface",
         )
-    method = SlbMethod(name, factory())
-    if method.learns:
-        raise ConfigError(
-            f"method {name!r} learns (update per block); mw does not run the benchmark's "
-            "learning methods yet",
-            hint="use slb:blind or slb:oracle, or mw's own mwm-local / mwm",
-        )
-    return method
+    return SlbMethod(name, factory)

@@ -30,7 +30,7 @@ from mw_actors.serve_learn import (
 )
 from mw_actors.serve_learn._methods import MwmLocal
 from mw_actors.serve_learn._records import BlockLearned, CampaignEnded
-from mw_actors.serve_learn._worldmodel import WorldModel
+from mw_actors.serve_learn._worldmodel import Served, WorldModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
@@ -118,11 +118,11 @@ async def test_mwm_local_learns_what_blind_cannot(dataset: Path, tmp_path: Path)
 class CrashOnce(MwmLocal):
     crashed = False
 
-    def learn(self, evidence: list[dict[str, Any]], block: int, out: Path) -> None:
+    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
         if block == 1 and not CrashOnce.crashed:
             CrashOnce.crashed = True
             raise RuntimeError("learner crash, once")
-        super().learn(evidence, block, out)
+        super().learn(served, block, previous, out)
 
 
 async def test_a_learner_crash_is_restarted_and_the_block_learned_once(

@@ -27,6 +27,8 @@ from mw_actors.serve_learn import (
     score_file,
 )
 from mw_actors.serve_learn._learner import LearnerEndpoint, evidence_text, run_learner_session
+from mw_actors.serve_learn._protocol import episode_record
+from mw_actors.serve_learn._worldmodel import Served
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
@@ -60,21 +62,25 @@ async def test_an_mwm_campaign_learns_through_its_own_metered_learner(
     assert score.hidden is not None and score.hidden > 50  # it learned the hidden policy
 
 
-def test_the_learner_sees_decisions_and_scores_only() -> None:
-    evidence = [
+def test_the_learner_sees_the_blocks_records_only() -> None:
+    trace = [
         {
-            "block": 0,
-            "reward": 1.0,
-            "trace": [
-                {"kind": "tool", "name": "get_case", "obs": json.dumps({"kind": "refund"})},
-                {"kind": "tool", "name": "decide", "args": {"decision": "deny"}},
-            ],
-            "evaluator": "SECRET-ORACLE",
-        }
+            "kind": "tool",
+            "name": "get_case",
+            "args": {"case_id": "C-1"},
+            "obs": '{"kind": "refund"}',
+        },
+        {"kind": "tool", "name": "decide", "args": {"decision": "deny"}, "obs": "recorded"},
     ]
-    text = evidence_text(evidence, 0)
-    assert "block 0: a refund case, decided deny. Score: 100/100." in text
-    assert "SECRET" not in text
+    served = [
+        Served(block=b, task_id=f"t{b}", timestamp=b + 1, instruction=f"Case {b}", reward=1.0,
+               record=episode_record(f"Case {b}", trace, 1.0))
+        for b in (0, 1)
+    ]  # fmt: skip
+    text = evidence_text(served, 1)
+    assert text.count("INSTRUCTION:") == 1 and "INSTRUCTION: Case 1" in text  # this block's
+    assert 'action: decide({"decision": "deny"})' in text and "Score: 100/100." in text
+    assert "2 served so far" in text
 
 
 async def test_a_turn_with_two_calls_executes_none(tmp_path: Path) -> None:
