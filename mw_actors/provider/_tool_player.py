@@ -6,9 +6,13 @@ It knows no domain. From the request's ``tools`` and the conversation so far it:
    ``list_*``, ``search_*``, ``read_*``) whose one required parameter names
    it; an id is known when the instruction holds it (``TXN-227177``) or an
    earlier result holds it under that parameter's name (``"account_id": ...``);
-2. then takes one action with another tool, chosen by a hash of the task's
-   first id, its arguments filled from what it knows;
-3. then calls ``finish``, with the arguments its schema requires.
+2. if a ``wm`` tool is offered (a world model), asks it once about the case
+   (the instruction and what the look-ups returned);
+3. then takes one action with another tool: the one ``wm`` advises when its
+   estimated chance to score is at least even (``best: name(k=v, ...)``),
+   else one chosen by a hash of the task's first id; its arguments are filled
+   from the advice and from what it knows;
+4. then calls ``finish``, with the arguments its schema requires.
 
 The same conversation always gets the same answer, so two runners that send
 the same messages (``slb run`` and mw) get the same episodes. It plays well
@@ -32,6 +36,9 @@ _ID = re.compile(r"\b[A-Z]{2,5}-[A-Za-z0-9]+\b")
 _CODE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
 _LOOKUP = ("get_", "find_", "list_", "search_", "read_")
 FINISH = "finish"
+WM = "wm"
+_ADVICE = re.compile(r"^best: (\w+)\(([^\n]*)\) \(estimated chance to score ([0-9.]+)\)$", re.M)
+_TIMESTAMP = re.compile(r"^Current timestamp: \d+\n\n")
 
 
 def message_text(content: Any) -> str:
@@ -108,6 +115,15 @@ class _Seen:
             (n, json.dumps(_loads(a), sort_keys=True)) for n, a in self.calls
         }
 
+    def advice(self) -> tuple[str, dict[str, str]] | None:
+        """The action the world model advises, if it gives it at least an even chance."""
+        for result in self.results:
+            found = _ADVICE.search(result)
+            if found and float(found.group(3)) >= 0.5:
+                pairs = (p.partition("=") for p in found.group(2).split(", ") if "=" in p)
+                return found.group(1), {k: v for k, _, v in pairs}
+        return None
+
     def value(self, parameter: str) -> str | None:
         """A known value for ``parameter``: from the results by its name, else the instruction."""
         if self.fields.get(parameter):
@@ -138,7 +154,7 @@ class ToolPlayer:
         seen = _Seen(turn.conversation)
         tools = [f for f in map(_function, turn.tools) if f.get("name")]
         by_name = {str(f["name"]): f for f in tools}
-        acted = any(not n.startswith(_LOOKUP) and n != FINISH for n, _ in seen.calls)
+        acted = any(not n.startswith(_LOOKUP) and n not in (FINISH, WM) for n, _ in seen.calls)
         if not acted:
             for tool in tools:
                 name = str(tool["name"])
@@ -152,13 +168,23 @@ class ToolPlayer:
                             reasoning=f"I look up {value}.",
                             tool_calls=[ToolCall(name, arguments)],
                         )
+            if WM in by_name and not any(n == WM for n, _ in seen.calls):
+                case = " ".join([_TIMESTAMP.sub("", seen.instruction), *seen.results])
+                return Reply(
+                    reasoning="I ask the world model what scores for a case like this.",
+                    tool_calls=[ToolCall(WM, {"query": case[:2000]})],
+                )
             actions = [f for f in tools if not str(f["name"]).startswith(_LOOKUP)]
-            actions = [f for f in actions if f["name"] != FINISH]
+            actions = [f for f in actions if f["name"] not in (FINISH, WM)]
             if actions:
                 key = seen.ids[0] if seen.ids else seen.instruction
-                tool = _pick(key, actions)
+                tool, advised = _pick(key, actions), seen.advice()
+                if advised is not None and advised[0] in by_name and advised[0] != FINISH:
+                    tool = by_name[advised[0]]
                 filled = self._fill(seen, tool, key, set(by_name))
                 if filled is not None:
+                    if advised is not None and advised[0] == tool["name"]:
+                        filled.update({k: v for k, v in advised[1].items() if k in filled})
                     return Reply(
                         reasoning=f"Everything is looked up; I call {tool['name']}.",
                         tool_calls=[ToolCall(str(tool["name"]), filled)],

@@ -198,3 +198,78 @@ def test_a_pitch_scenario_is_refused_until_its_judge_is_metered(tmp_path: Path) 
     (line,) = done.stderr.splitlines()
     assert "LLM judge" in line and "hint:" in line, line
     assert not (tmp_path / "runs" / "p").exists()
+
+
+@needs_slb
+@pytest.mark.anyio
+async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_the_right_prompts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """banking_l1 with mwm-local: what reaches the learner, and what reaches the host."""
+    import msgspec
+    from servelearnbench import protocol
+
+    from mw_actors.provider import _synthetic_host
+    from mw_actors.provider._tool_player import message_text
+    from mw_actors.serve_learn import CampaignSpec, run_campaign
+    from mw_actors.serve_learn._methods import MwmLocal
+    from mw_actors.serve_learn._worldmodel import Served
+
+    prompts: dict[str, set[str]] = {}  # instruction -> system prompts, as the provider got them
+    respond = _synthetic_host.SyntheticHost.respond
+
+    def recording(self: Any, turn: Any) -> Any:
+        said = [(m["role"], message_text(m.get("content"))) for m in turn.conversation]
+        user = next(text for role, text in said if role == "user")
+        prompts.setdefault(user, set()).add("".join(t for role, t in said if role == "system"))
+        return respond(self, turn)
+
+    learned: list[tuple[int, list[Served]]] = []
+    learn = MwmLocal.learn
+
+    def watching(self: Any, served: list[Served], block: int, previous: Path, out: Path) -> None:
+        learned.append((block, list(served)))
+        learn(self, served, block, previous, out)
+
+    monkeypatch.setattr(_synthetic_host.SyntheticHost, "respond", recording)
+    monkeypatch.setattr(MwmLocal, "learn", watching)
+    spec = CampaignSpec(tag="m", scenario="banking_l1", dataset=DATASET, runs=tmp_path,
+                        method="mwm-local", train_split=48)  # fmt: skip
+    run = await run_campaign(spec)
+    _, rows = _rows(run.results)
+    serving = {r["task_id"]: r for r in rows if r["phase"] == "serving"}
+    # The learner gets each served episode's record, the package's text, and nothing else.
+    assert [b for b, _ in learned] == [0, 1, 2, 3]
+    assert set(msgspec.structs.asdict(learned[0][1][0])) == {
+        "block", "task_id", "timestamp", "instruction", "reward", "record"}  # fmt: skip
+    for block, served in learned:
+        assert len(served) == 12 * (block + 1)
+        for item in served:
+            row = serving[item.task_id]
+            assert item.record == protocol.episode_record(row["instruction"], row["trace"],
+                                                          row["reward"])  # fmt: skip
+            assert item.block == (row["timestamp"] - 1) // 12
+    # Every request of an episode on version v carried v's card, and no other version's.
+    cards = {v: (run.checkout / "versions" / d / "card.md").read_text()
+             for v, d in json.loads((run.checkout / "index.json").read_text()).items()}  # fmt: skip
+    assert len(cards) == 4
+    for row in rows:
+        (system,) = prompts[row["instruction"]]
+        version = row["checkpoint"]
+        if version == 0:
+            assert "(nothing learned yet)" in system
+        else:
+            assert cards[str(version)] in system
+        assert [v for v in cards if f"# World model v{v}\n" in system] == (
+            [str(version)] if version else []
+        )
+    # And the adapter's advice moves the scores: window 0's tests on v4 beat the same
+    # player with no world model (blind, v0).
+    done = mw("serve-learn", "run", "banking_l1", "--method", "blind", "--dataset", str(DATASET),
+              "--runs", str(tmp_path), "--tag", "b", "--train-split", "48",
+              env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _, blind = _rows(tmp_path / "b" / "task" / "results" / "banking_l1_blind.jsonl")
+    mine = [r["reward"] for r in rows if r["phase"] == "test"]
+    theirs = [r["reward"] for r in blind if r["phase"] == "test"]
+    assert len(mine) == len(theirs) == 41 and sum(mine) > sum(theirs) + 4
