@@ -309,13 +309,18 @@ def _plan(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory() as temp:  # a synthetic scenario is generated there
         dataset = _ensure_dataset(_dataset(args.dataset, args.scenario, Path(temp)), args.scenario)
-        schedule = plan(read_scenario(dataset, args.scenario), _train_split(args.train_split))
+        schedule = plan(
+            read_scenario(dataset, args.scenario),
+            _train_split(args.train_split),
+            schedule=args.schedule,
+        )
     if args.json:
         print(msgspec.json.encode(schedule).decode())
         return 0
     print(
-        f"{schedule.scenario}: {schedule.serving_total} serving cases in blocks of "
-        f"{schedule.block_size}, {schedule.test_total} test cases"
+        f"{schedule.scenario}: {schedule.serving_total} serving cases in "
+        f"{len(schedule.block_ends)} blocks of up to {schedule.block_size} ({schedule.schedule} "
+        f"schedule), {schedule.test_total} test cases"
     )
     for w in schedule.windows:
         print(
@@ -405,6 +410,7 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": _first(args.concurrency, config.concurrency, 4),
         "allocation_usd": _allocation(args.allocation or config.allocation_usd or "5"),
         "waiter": getattr(args, "waiter", None) or config.waiter or "pipelined",
+        "schedule": getattr(args, "schedule", None) or config.schedule or "mw",
         "latency": _provider_latency(args.provider_latency),
         "prices": config.prices,
         "reasoning_effort": _reasoning_effort(getattr(args, "reasoning_effort", None)),
@@ -496,6 +502,7 @@ _RESUME_FLAGS = {
     "concurrency": "concurrency",
     "allocation": "allocation_usd",
     "waiter": "waiter",
+    "schedule": "schedule",
     "provider_latency": "latency",
     "learner_backend": "learner_backend",
     "reasoning_effort": "reasoning_effort",
@@ -945,13 +952,20 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
     parser.add_argument("--allocation", help="the cumulative allocation in USD (default 5)")
     parser.add_argument(
         "--method",
-        help="mwm-local (default), mwm or blind; slb:blind or slb:oracle (the benchmark's "
-        "own), or module:Class (a servelearnbench Method subclass)",
+        help="mwm-local (default), mwm or blind; slb:blind, slb:oracle or slb:rag (the "
+        "benchmark's own), or module:Class (a servelearnbench Method subclass)",
     )
     parser.add_argument(
         "--waiter",
         choices=["pipelined", "after_training", "window_by_window"],
         help="when windows are tested (default pipelined)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=["mw", "slb"],
+        help="mw (default): blocks of 12 across the stream, window w tested on "
+        "v(floor(p_w/12)); slb: blocks restart at each window and a window is tested after "
+        "its last block, as slb run does",
     )
     parser.add_argument(
         "--reasoning-effort",
@@ -1051,6 +1065,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("scenario")
     plan.add_argument("--dataset", type=absolute_path, help="a ServeLearnBench dataset/ folder")
     plan.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
+    plan.add_argument("--schedule", choices=["mw", "slb"], default="mw", help="(default mw)")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(func=_plan)
 

@@ -77,7 +77,7 @@ from ._records import (
     WindowTested,
 )
 from ._scenario import Scenario, Task, read_evaluators, read_scenario
-from ._schedule import Plan, plan
+from ._schedule import Plan, Schedule, plan
 from ._slb import Played, SlbScenario, importable, slb_available, slb_missing
 from ._worldmodel import Served
 
@@ -123,6 +123,9 @@ class CampaignSpec:
     allocation_add: Decimal = Decimal(0)
     # Sent as-is in every host request body, as ServeLearnBench's client does; None omits it.
     reasoning_effort: str | None = "high"
+    # mw: blocks of 12 across the stream (the seed's); slb: blocks restart at each window,
+    # every block is learned, and a window is tested after its last block (slb run's).
+    schedule: Schedule = "mw"
 
     def __post_init__(self) -> None:
         """Refuse what no campaign can run with, before anything is written.
@@ -191,6 +194,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     learner_backend: Literal["builtin", "codex"] | msgspec.UnsetType = msgspec.UNSET
     codex: CodexInstall | msgspec.UnsetType | None = msgspec.UNSET
     reasoning_effort: str | msgspec.UnsetType | None = msgspec.UNSET
+    schedule: Schedule | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_spec(cls, spec: CampaignSpec) -> Submission:
@@ -211,6 +215,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             learner_backend=spec.learner_backend,
             codex=spec.codex,
             reasoning_effort=spec.reasoning_effort,
+            schedule=spec.schedule,
         )
 
     @classmethod
@@ -352,8 +357,8 @@ class Shared:
         if not self.plan.learns:
             return []
         cases = self.scenario.serving[: self.plan.serving_total]
-        size = self.plan.block_size
-        return [cases[i : i + size] for i in range(0, len(cases), size)]
+        ends = self.plan.block_ends
+        return [cases[self.plan.block_start(k) : end] for k, end in enumerate(ends)]
 
 
 async def _play(shared: Shared, task: Task, phase: str, version: int) -> Played:
@@ -435,7 +440,7 @@ async def _episode(shared: Shared, journal: Journal, task: Task, phase: str, ver
         "phase": phase,
         "window": task.window,
         "timestamp": task.timestamp,
-        "block": None if block is None else block // shared.plan.block_size,
+        "block": None if block is None else shared.plan.serving_version(block),
         "checkpoint": version,
         "instruction": task.instruction,
         "trace": played.trace,
@@ -597,7 +602,7 @@ class Stream(_Journaled):
             await shared.versions.wait(block)
             if shared.spec.waiter == "window_by_window":
                 for window in shared.plan.windows:
-                    served = window.last_position <= block * shared.plan.block_size
+                    served = window.last_position <= shared.plan.block_start(block)
                     if served and window.window not in shared.tested:
                         await _either(shared.window_tested[window.window], shared.blocked)
             async with anyio.create_task_group() as tg:
@@ -605,7 +610,7 @@ class Stream(_Journaled):
                     tg.start_soon(_episode, shared, self.journal, task, "serving", block)
             if shared.blocked.is_set():
                 break
-            if len(tasks) == shared.plan.block_size and block not in shared.learned:
+            if block < shared.plan.blocks and block not in shared.learned:
                 await self.learner.tell(block)
         shared.stream_done.set()
         if shared.blocked.is_set():
@@ -837,7 +842,14 @@ def _prepare(spec: CampaignSpec) -> RunDir:
 def _prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     """The scenario and its schedule, once checked that this build can run them."""
     scenario = read_scenario(spec.dataset, spec.scenario)
-    schedule = plan(scenario, spec.train_split, learns=make_method(spec.method).learns)
+    method = make_method(spec.method)
+    schedule = plan(
+        scenario,
+        spec.train_split,
+        method.block_size,
+        learns=method.learns,
+        schedule=spec.schedule,
+    )
     if not spec.scenario.startswith("synthetic_") and not slb_available():
         raise slb_missing(spec.scenario)
     if spec.scenario.startswith("pitch"):  # every judge request must be metered and capped
@@ -1254,6 +1266,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
                 "tag": spec.tag,
                 "train_split": spec.train_split,
                 "waiter": spec.waiter,
+                "schedule": spec.schedule,
             }
         }
     ]

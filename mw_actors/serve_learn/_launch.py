@@ -6,7 +6,8 @@ Every field is optional; a command-line flag or an environment variable
 
     schema_version: 1
     scenario: retail_l3
-    method: mwm                      # mwm | mwm-local | blind
+    method: mwm                      # mwm | mwm-local | blind | slb:rag | module:Class
+    schedule: mw                     # mw | slb (blocks restart per window, as slb run)
     host_model: fireworks/accounts/fireworks/models/...
     learner_model: fireworks/accounts/fireworks/models/...
     learner_backend: codex           # builtin | codex (default: codex when on PATH)
@@ -47,13 +48,14 @@ class LaunchConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
 
     schema_version: int = LAUNCH_SCHEMA_VERSION
     scenario: str | None = None
-    method: Literal["mwm", "mwm-local", "blind"] | None = None
+    method: str | None = None  # checked when the campaign is: see make_method
     host_model: str | None = None
     learner_model: str | None = None
     learner_backend: Literal["builtin", "codex"] | None = None
     concurrency: int | None = None
     train_split: int | None = None
     waiter: Literal["pipelined", "after_training", "window_by_window"] | None = None
+    schedule: Literal["mw", "slb"] | None = None
     allocation_usd: str | None = None
     backends: dict[str, Backend] = {}
     prices: meters.PriceTable | None = None

@@ -24,6 +24,7 @@ never sees an evaluator, a category or a window, and never plays a serving task.
 from __future__ import annotations
 
 import copy
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -59,6 +60,7 @@ class Method:
 
     name = "method"  # the results file is <scenario>_<name>.jsonl
     learns = False  # False: no serving stream, every window tested on v0
+    block_size = 12  # served episodes per update
 
     def bind(self, scenario: Any) -> None:
         """Called once with the real scenario (an ``SlbScenario``), None on the synthetic one."""
@@ -190,10 +192,11 @@ class SlbMethod(Method):
     version before it, so a version's state is rebuilt after a restart by
     replaying the chain's updates on a fresh instance, and its digest covers
     every update before it. In one process a state is copied from the one
-    before it and updated once; a few recent states are kept.
+    before it and updated once; a few recent states are kept, one instance per
+    version (an episode's ``context`` and ``row_extra`` meet the same one).
     """
 
-    KEPT = 4  # states kept in memory; an older one is rebuilt when asked for
+    KEPT = 8  # states kept in memory; an older one is rebuilt when asked for
 
     def __init__(self, spelled: str, factory: Callable[[], Any]) -> None:
         self.spelled = spelled
@@ -205,7 +208,12 @@ class SlbMethod(Method):
         self._config = dict(probe.config())
         self._scenario: Any = None
         self._states: OrderedDict[Path, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        # A learned state waits here, by its update's digest, until its version's
+        # directory (content-addressed, named after the learn) is first asked for.
+        self._learned: dict[str, Any] = {}
+        # One instance per version: context and row_extra of an episode must meet the
+        # same one (a method may carry state from one to the other, as RAG does).
+        self._lock = threading.RLock()
 
     def bind(self, scenario: Any) -> None:
         if scenario is None:
@@ -243,13 +251,15 @@ class SlbMethod(Method):
         with self._lock:
             try:
                 after = copy.deepcopy(state)
-            except Exception:
+            except Exception:  # a state that cannot be copied (or is in use) is rebuilt
                 after = self._replay(previous)
             after.update(self._results(results))
-        update = {"previous": previous.name, "block": block, "results": results}
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "update.json").write_bytes(msgspec.json.encode(update))
-        self._keep(out, after)
+            update = msgspec.json.encode(
+                {"previous": previous.name, "block": block, "results": results}
+            )
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "update.json").write_bytes(update)
+            self._learned[hashlib.sha256(update).hexdigest()] = after
 
     # -- states -----------------------------------------------------------------
 
@@ -258,15 +268,15 @@ class SlbMethod(Method):
             if version_dir in self._states:
                 self._states.move_to_end(version_dir)
                 return self._states[version_dir]
-        built = self._replay(version_dir)
-        self._keep(version_dir, built)
-        return built
-
-    def _keep(self, version_dir: Path, state: Any) -> None:
-        with self._lock:
+            update = version_dir / "update.json"
+            learned = None
+            if update.is_file():
+                learned = self._learned.pop(hashlib.sha256(update.read_bytes()).hexdigest(), None)
+            state = learned if learned is not None else self._replay(version_dir)
             self._states[version_dir] = state
             while len(self._states) > self.KEPT:
                 self._states.popitem(last=False)
+            return state
 
     def _replay(self, version_dir: Path) -> Any:
         """A fresh instance, set up, then updated with every block up to ``version_dir``."""

@@ -90,6 +90,24 @@ def test_a_train_split_keeps_a_prefix_and_leaves_cases_unlearned() -> None:
     assert json.loads(flag.stdout)["serving_total"] == 24  # the flag wins
 
 
+def test_the_slb_schedule_restarts_blocks_at_each_window_and_learns_every_one(
+    tmp_path: Path,
+) -> None:
+    from mw_actors.serve_learn import write_synthetic
+
+    scenario = read_scenario(write_synthetic(tmp_path, serving_per_window=30), "synthetic_l1")
+    ours, theirs = plan(scenario), plan(scenario, schedule="slb")
+    assert ours.block_ends[:4] == [12, 24, 36, 48] and ours.blocks == 10  # 120 // 12
+    assert [w.test_version for w in ours.windows] == [2, 5, 7, 10]
+    assert [w.unlearned for w in ours.windows] == [6, 0, 6, 0]
+    # As slb run: 12, 12, 6 per window of 30; every block learned; tests after the last.
+    assert theirs.block_ends[:6] == [12, 24, 30, 42, 54, 60] and theirs.blocks == 12
+    assert [w.test_version for w in theirs.windows] == [3, 6, 9, 12]
+    assert [w.unlearned for w in theirs.windows] == [0, 0, 0, 0]
+    assert [theirs.serving_version(i) for i in (0, 29, 30, 119)] == [0, 2, 3, 11]
+    assert plan(scenario, 40, schedule="slb").block_ends == [12, 24, 30, 40]
+
+
 @needs_export
 def test_evaluators_and_bulletins_never_reach_what_an_agent_sees() -> None:
     scenario = read_scenario(DATASET, "banking_l1")

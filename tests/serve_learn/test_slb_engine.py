@@ -149,9 +149,10 @@ def _episodes(path: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
 
 @needs_slb
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["blind", "oracle"])
+@pytest.mark.parametrize("method", ["blind", "oracle", "rag"])
 def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path: Path) -> None:
-    """The benchmark's own runner and mw, on the same deterministic player: the same rows."""
+    """The benchmark's own runner and mw (on slb run's schedule), on the same deterministic
+    player: the same rows, a learning method's serving stream included."""
     import threading
 
     from tests.processes import start_server, stop_server
@@ -172,11 +173,11 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
         stop_server(provider)
     done = mw("serve-learn", "run", "banking_l1", "--method", f"slb:{method}", "--dataset",
               str(DATASET), "--runs", str(tmp_path), "--tag", "m", "--train-split", "168",
-              env={"MW_MODEL": "local/scripted"}, timeout=300)  # fmt: skip
+              "--schedule", "slb", env={"MW_MODEL": "local/scripted"}, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     ours = tmp_path / "m" / "task" / "results" / f"banking_l1_{method}.jsonl"
     mine, slbs = _episodes(ours), _episodes(theirs)
-    assert len(slbs) == 41 + 47  # windows 0 and 1's tests
+    assert len(slbs) == 41 + 47 + (168 if method == "rag" else 0)  # the tests (and stream)
     assert mine == slbs
     config, _ = _rows(ours)
     their_config, _ = _rows(theirs)
@@ -185,6 +186,9 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
         assert config[field] == their_config[field], field
     if method == "oracle":  # the oracle bulletin reached the prompts: it scores better
         assert sum(v[1] for v in mine.values()) > 0
+    if method == "rag":  # past cases were retrieved, from the state of the right block
+        assert config["block_size"] == their_config["block_size"] == 12
+        assert sum(bool(v[3]) for v in mine.values()) > 100
 
 
 @needs_slb
@@ -273,3 +277,44 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
     mine = [r["reward"] for r in rows if r["phase"] == "test"]
     theirs = [r["reward"] for r in blind if r["phase"] == "test"]
     assert len(mine) == len(theirs) == 41 and sum(mine) > sum(theirs) + 4
+
+
+@needs_slb
+def test_a_learning_methods_version_is_rebuilt_from_its_chain_of_updates(tmp_path: Path) -> None:
+    """After a restart, slb:rag's state on v3 is replayed from v1..v3's updates: the same
+    state the benchmark's runner builds from the same results rows."""
+    from servelearnbench.methods import RAG, EpisodeResult
+
+    from mw_actors.serve_learn._methods import make_method
+    from mw_actors.serve_learn._slb import SlbScenario
+
+    done = mw("serve-learn", "run", "banking_l1", "--method", "slb:rag", "--dataset",
+              str(DATASET), "--runs", str(tmp_path), "--tag", "r", "--train-split", "36",
+              "--schedule", "slb", env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "r"
+    _, rows = _rows(run / "task" / "results" / "banking_l1_rag.jsonl")
+    index = json.loads((run / "r" / "checkout" / "index.json").read_text())
+    v3 = run / "r" / "checkout" / "versions" / index["3"]
+    scenario = SlbScenario("banking_l1")
+    method = make_method("slb:rag")  # a fresh process's: nothing in memory
+    method.bind(scenario)
+    theirs = RAG()
+    theirs.setup(scenario.bundle)
+    serving = sorted((r for r in rows if r["phase"] == "serving"), key=lambda r: r["timestamp"])
+    for start in (0, 12, 24):  # as the runner replays completed blocks on --resume
+        block = serving[start : start + 12]
+        theirs.update([EpisodeResult(task_id=r["task_id"], instruction=r["instruction"],
+                                     timestamp=r["timestamp"], reward=r["reward"],
+                                     record=r["record"]) for r in block])  # fmt: skip
+    tests = [r for r in rows if r["phase"] == "test"]
+    assert tests and {r["checkpoint"] for r in tests} == {3}
+    for row in tests[:10]:
+        task = scenario.task(row["task_id"])
+        assert method.context(v3, row["task_id"], "test", 0) == theirs.context(task, "test", 0)
+        extra = method.row_extra(v3, row["task_id"], "test", 0)
+        assert extra == {k: row[k] for k in ("n_retrieved", "retrieved_timestamps")}
+    # Each version's update holds its own block, and names the version before it.
+    update = json.loads((v3 / "update.json").read_text())
+    assert update["block"] == 2 and update["previous"] == index["2"]
+    assert [r["task_id"] for r in update["results"]] == [r["task_id"] for r in serving[24:36]]
