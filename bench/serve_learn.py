@@ -1,6 +1,16 @@
 """One synthetic serve-and-learn campaign, run three ways in one run.
 
     python bench/serve_learn.py [--shape synthetic_l1|banking_l1] [--split N] [--ttft S] [--tps N]
+    python bench/serve_learn.py --engine slb [--windows 0,1,2,3] [--methods blind,rag]
+
+``--engine slb`` runs the real banking_l1 (its export in tests/data) through the
+servelearnbench package with the benchmark's own methods, three ways against
+one provider process and one deterministic player: ``slb run`` itself (8
+workers), mw pipelined (its own schedule), and mw with ``--schedule slb``. It
+prints each one's wall-clock, whether its per-task rewards equal slb run's,
+its cost (priced from the rows' tokens; mw's also from its wire ledger) and
+mw's overhead per episode. Goal: mw <= 0.75x slb run's wall-clock at identical
+rewards and cost.
 
 The local provider emulates a realistic latency (0.5 s to the first token, 50
 tokens/s). Orders:
@@ -29,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +94,84 @@ def provider_process(ttft: float, tps: float) -> Iterator[dict[str, Any]]:
         process.wait(timeout=30)
 
 
+def _priced(rows: list[dict[str, Any]]) -> Decimal:
+    """The rows' cost at the local model's price, from their token counts."""
+    table = meters.load_prices(LOCAL_PRICES)
+    total = Decimal(0)
+    for row in rows:
+        tokens = row["tokens"]
+        usage = meters.Usage(input_tokens=int(tokens["input"]),
+                             cached_input_tokens=int(tokens.get("cache_input", 0)),
+                             output_tokens=int(tokens["output"]))  # fmt: skip
+        total += table.cost("local/scripted", usage)
+    return total
+
+
+def _episodes(path: Path) -> dict[tuple[str, str], float]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()][1:]
+    return {(r["phase"], r["task_id"]): r["reward"] for r in rows}
+
+
+def bench_slb(args: argparse.Namespace) -> None:
+    """banking_l1 with the benchmark's methods: slb run against mw, in one run."""
+    dataset = ROOT / "tests" / "data" / "servelearnbench"
+    windows = [int(w) for w in args.windows.split(",")]
+    serving = [json.loads(x) for x in (dataset / "data" / "banking_l1" / "serving.jsonl")
+               .read_text().splitlines()]  # fmt: skip
+    split = sum(1 for t in serving if t["window"] <= max(windows))
+    table = []
+    with tempfile.TemporaryDirectory() as temp, provider_process(args.ttft, args.tps) as remote:
+        url = remote["endpoints"][MODEL].base_url
+        for method in args.methods.split(","):
+            out = Path(temp) / f"slb_{method}.jsonl"
+            began = time.perf_counter()
+            subprocess.run(
+                [str(ROOT / ".venv" / "bin" / "slb"), "run", "--scenario", "banking_l1",
+                 "--method", method, "--model", "local/scripted", "--base-url", url,
+                 "--api-key-env", "", "--windows", args.windows, "--workers", "8",
+                 "--out", str(out)],
+                check=True, capture_output=True,
+            )  # fmt: skip
+            wall = time.perf_counter() - began
+            theirs = _episodes(out)
+            rows = [json.loads(line) for line in out.read_text().splitlines()][1:]
+            table.append((f"slb run {method}", wall, True, _priced(rows), "-", len(rows), "-"))
+            for schedule in ("mw", "slb"):
+                spec = CampaignSpec(
+                    tag=f"{method}-{schedule}", scenario="banking_l1", dataset=dataset,
+                    runs=Path(temp), method=f"slb:{method}", train_split=split,
+                    concurrency=8, schedule=schedule, **remote,
+                )  # fmt: skip
+                began = time.perf_counter()
+                run = anyio.run(run_campaign, spec)
+                wall = time.perf_counter() - began
+                rows = [json.loads(line) for line in run.results.read_text().splitlines()][1:]
+                ledger = json.loads((run.root / "wire_ledger.json").read_text())["cost_usd"]
+                finished = json.loads(run.run_log.read_text().splitlines()[-1])["finished"]
+                same = _episodes(run.results) == theirs
+                overhead = f"{finished['runtime_overhead_ms_mean']:.2f} ms"
+                label = f"mw slb:{method} --schedule {schedule}"
+                table.append((label, wall, same, _priced(rows), ledger, len(rows), overhead))
+    print(f"latency: {args.ttft} s to the first token, {args.tps:.0f} tokens/s; banking_l1 "
+          f"windows {args.windows}; slb run 8 workers, mw concurrency 8 (pipelined)\n")  # fmt: skip
+    print(
+        f"| {'run':<32} | {'wall':>8} | {'vs slb':>6} | {'rewards = slb':>13} | "
+        f"{'cost (tokens)':>13} | {'cost (ledger)':>13} | {'episodes':>8} | overhead/ep |"
+    )
+    widths = (34, 10, 8, 15, 15, 15, 10, 13)
+    print("|" + "|".join("-" * w for w in widths) + "|")
+    base = 0.0
+    for label, wall, same, cost, ledger, n, overhead in table:
+        base = wall if label.startswith("slb run") else base
+        print(f"| {label:<32} | {wall:7.1f}s | {wall / base:5.2f}x | {same!s:>13} | "
+              f"{meters.usd(cost):>13} | {ledger:>13} | {n:>8} | {overhead:>11} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=["synthetic", "slb"], default="synthetic")
+    parser.add_argument("--windows", default="0,1,2,3", help="--engine slb: banking_l1's windows")
+    parser.add_argument("--methods", default="blind,rag", help="--engine slb: slb's methods")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="synthetic_l1")
     parser.add_argument("--split", type=int, help="serve only this prefix (default: all)")
     parser.add_argument("--ttft", type=float, default=0.5)
@@ -92,6 +179,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=12)
     parser.add_argument("--provider", choices=["process", "inline"], default="process")
     args = parser.parse_args()
+    if args.engine == "slb":
+        bench_slb(args)
+        return
     latency = Latency(first_token_seconds=args.ttft, tokens_per_second=args.tps)
     rows = []
     with tempfile.TemporaryDirectory() as temp, contextlib.ExitStack() as stack:
