@@ -15,25 +15,18 @@ from ._backends import (
     resolve_endpoint,
     split_model,
 )
-from ._campaign import (
-    LOCAL_MODELS,
-    CampaignSpec,
-    Journaled,
-    RunDir,
-    Submission,
-    check_campaign,
-    read_journaled,
-    run_campaign,
-    write_outputs,
-)
+from ._campaign import run_campaign
+from ._checks import Journaled, check_campaign, read_journaled
 from ._codex import CodexInstall, find_codex
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
+from ._outputs import write_outputs
 from ._records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, EpisodeStarted
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
+from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission
 from ._synthetic import write_synthetic
 
 __all__ = [

@@ -27,12 +27,12 @@ from typing import Any, Literal, Protocol
 import httpx
 import msgspec
 
+import meters
 from mw_errors import ProviderRefused
 
 from . import _protocol as P
 from ._protocol import MAX_TOKENS, score_line
 from ._scenario import Task
-from ._synthetic import SyntheticCase, verify
 
 __all__ = [
     "MAX_TOKENS",
@@ -40,7 +40,7 @@ __all__ = [
     "Budget",
     "Environment",
     "Episode",
-    "SyntheticEnvironment",
+    "acting_client",
     "run_episode",
     "score_line",
 ]
@@ -91,39 +91,13 @@ class Environment(Protocol):
     def reward(self) -> float: ...
 
 
-class SyntheticEnvironment:
-    """The synthetic scenario's tools for one task; its evaluator stays inside."""
-
-    def __init__(
-        self, tools: list[dict[str, Any]], world: dict[str, Any], evaluator: dict[str, Any]
-    ) -> None:
-        self.tools = tools
-        self._world = world
-        self._evaluator = evaluator
-        self.decisions: list[tuple[str, str]] = []
-
-    def call(self, name: str, arguments: dict[str, Any]) -> str:
-        case_id = str(arguments.get("case_id", ""))
-        if name == "get_case":
-            case = self._world.get(case_id)
-            if case is None:
-                return json.dumps({"error": f"no case {case_id}"})
-            return json.dumps(SyntheticCase(case_id, case["kind"], case["amount"]).describe())
-        if name == "decide":
-            if any(c == case_id for c, _ in self.decisions):
-                return "error: the case already has its final decision"
-            decision = str(arguments.get("decision", ""))
-            if decision not in ("approve", "deny", "escalate"):
-                return "error: decide needs approve, deny or escalate"
-            self.decisions.append((case_id, decision))
-            return "decision recorded"
-        return f"error: there is no tool {name!r}"
-
-    def finish(self, arguments: dict[str, Any]) -> None:
-        """Nothing to submit: the synthetic verifier grades the decisions."""
-
-    def reward(self) -> float:
-        return verify(self._evaluator, self.decisions)
+def acting_client(meter_port: int) -> httpx.AsyncClient:
+    """The acting loop's client of its host meter (episodes reach the model through it)."""
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{meter_port}/v1",
+        timeout=600.0,
+        transport=meters.LeanPool(),  # no pool walk per request
+    )
 
 
 def _error_code(response: httpx.Response) -> str | None:

@@ -24,23 +24,14 @@ from mw_errors import ConfigError
 
 from .._core._journal import Journal, open_journal, read_journal
 from .._lock import campaign_lock
-from ._campaign import (
-    RECORDS,
-    CampaignSpec,
-    RunDir,
-    Shared,
-    Versions,
-    _check_model,
-    _episode,
-    _prepare_scenario,
-    acting_client,
-    ended_unknown,
-    probe_endpoints,
-    start_upstream,
-    write_outputs,
-)
+from ._checks import check_model, prepare_scenario, probe_endpoints
+from ._episode import serve_episode
 from ._methods import make_method
-from ._records import BlockLearned, CampaignStarted, EpisodeEnded, EpisodeStarted
+from ._outputs import write_outputs
+from ._records import CampaignStarted
+from ._services import start_upstream
+from ._spec import RECORDS, CampaignSpec, RunDir
+from ._state import Shared, end_interrupted, restore
 
 __all__ = ["ManualReport", "run_manual_tests"]
 
@@ -59,7 +50,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     Raises:
         ConfigError: no such campaign, or another manual test run holds it.
     """
-    scenario, schedule = _prepare_scenario(spec)
+    scenario, schedule = prepare_scenario(spec)
     campaign = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
     if not campaign.journal.is_dir():
         raise ConfigError(
@@ -75,31 +66,18 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         )
     # Test what the campaign learned, the way it learned it.
     spec = dataclasses.replace(spec, method=began.method, model=began.model)
-    _check_model(spec, spec.model)
+    check_model(spec, spec.model)
     await probe_endpoints(spec, [spec.model])  # before anything is written
     manual = RunDir(campaign.root, "manual", spec.scenario, make_method(spec.method).name)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
     with campaign_lock(manual.root):
         shared = Shared(spec, manual, scenario, schedule)
-        # The campaign's checkpoints, as its journal says they are now (read only).
-        shared.versions = Versions(campaign.checkout / "versions" / "v0")
-        for rec in records:
-            if isinstance(rec, BlockLearned):
-                shared.versions.publish(rec.version, campaign.version_dir(rec.digest))
+        # The campaign's checkpoints, as its journal says they are now (read only); the
+        # manual run's own episodes, from its own journal.
+        interrupted = restore(shared, checkpoints=campaign)
         async with open_journal(manual.journal, record_types=RECORDS) as journal:
-            started: list[EpisodeStarted] = []
-            for entry in read_journal(manual.journal, RECORDS):
-                if isinstance(entry.rec, EpisodeStarted):
-                    started.append(entry.rec)
-                elif isinstance(entry.rec, EpisodeEnded):
-                    shared.ended[entry.rec.task_id] = entry.rec
-            by_id = {task.task_id: task for task in scenario.test}
-            for rec in started:
-                if rec.task_id not in shared.ended:  # in flight when an earlier run died
-                    lost = ended_unknown(by_id[rec.task_id], rec)
-                    await journal.append(lost)
-                    shared.ended[rec.task_id] = lost
+            await end_interrupted(shared, journal, interrupted)
             tested, skipped, earlier = await _test_ready_windows(shared, journal)
     write_outputs(manual, spec)
     return ManualReport(manual, tested, skipped, earlier)
@@ -116,8 +94,8 @@ async def _test_ready_windows(
         config = await start_upstream(spec, "host", shared.run.root, services)
         async with anyio.create_task_group() as metering:
             meter_port = await metering.start(partial(meters.serve_meter, config))
-            async with acting_client(meter_port) as client:
-                shared.client = client
+            model = spec.wire_model(spec.model)
+            async with shared.engine.connected(meter_port, model, spec.reasoning_effort):
                 for window in shared.plan.windows:
                     tests = [t for t in shared.scenario.test if t.window == window.window]
                     if tests and all(t.task_id in shared.ended for t in tests):
@@ -129,7 +107,7 @@ async def _test_ready_windows(
                     async with anyio.create_task_group() as tg:
                         for task in tests:
                             tg.start_soon(
-                                _episode, shared, journal, task, "test", window.test_version
+                                serve_episode, shared, journal, task, "test", window.test_version
                             )
                     tested.append(window.window)
             metering.cancel_scope.cancel()

@@ -63,7 +63,7 @@ class Method:
     block_size = 12  # served episodes per update
 
     def bind(self, scenario: Any) -> None:
-        """Called once with the real scenario (an ``SlbScenario``), None on the synthetic one."""
+        """Called once with the scenario's engine (see :mod:`._engines`)."""
 
     def context(self, version_dir: Path, task_id: str, phase: str, window: int) -> str:
         """Text appended to the episode's system prompt, on that version."""
@@ -216,7 +216,7 @@ class SlbMethod(Method):
         self._lock = threading.RLock()
 
     def bind(self, scenario: Any) -> None:
-        if scenario is None:
+        if getattr(scenario, "bundle", None) is None:
             raise ConfigError(
                 f"method {self.spelled!r} runs on the benchmark's own scenarios, "
                 "not on mw's synthetic one",

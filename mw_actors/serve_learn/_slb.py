@@ -21,12 +21,13 @@ holds it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -35,6 +36,8 @@ import httpx
 import msgspec
 
 from mw_errors import ConfigError, ProviderRefused
+
+from ._scenario import Task
 
 __all__ = ["EPISODE_ATTEMPTS", "Played", "SlbScenario", "slb_available", "slb_missing"]
 
@@ -194,6 +197,18 @@ class SlbScenario:
             "category": self.scoring.category(self.domain, z.get("slice")),
         }
 
+    @contextlib.asynccontextmanager
+    async def connected(
+        self, meter_port: int, model: str, reasoning_effort: str | None
+    ) -> AsyncIterator[None]:
+        """Episodes reach ``model`` through the host meter on ``meter_port`` while open."""
+        self.connect(f"http://127.0.0.1:{meter_port}/v1", model, reasoning_effort)
+        try:
+            yield
+        finally:
+            client, self._openai = self._openai, None
+            await anyio.to_thread.run_sync(client.close)
+
     def connect(self, meter_url: str, model: str, reasoning_effort: str | None) -> None:
         """Point the acting loop's client at the host meter (``meter_url`` ends in ``/v1``)."""
         import openai
@@ -222,23 +237,21 @@ class SlbScenario:
         """``protocol.episode_record``: the episode's text, as a learning method reads it."""
         return str(self.protocol.episode_record(self.task(task_id).instruction, trace, reward))
 
-    async def play(
-        self,
-        task_id: str,
-        *,
-        extra_system: str = "",
-        wm_tool: dict[str, Any] | None = None,
-        wm: Callable[[str], str] | None = None,
-    ) -> Played:
-        """One episode of ``task_id`` through the benchmark's loop, on a worker thread.
+    async def play(self, task: Task, extra_system: str, wm: Callable[[str], str] | None) -> Played:
+        """One episode of ``task`` through the benchmark's loop, on a worker thread.
+
+        A ``wm`` tool rides beside the benchmark's tools when ``wm`` is given.
 
         Raises:
             ProviderRefused: every attempt failed for infrastructure reasons.
         """
+        from ._acting import WM_TOOL
+
         stop = threading.Event()
+        wm_tool = WM_TOOL if wm is not None else None
         try:
             return await anyio.to_thread.run_sync(
-                self._play, task_id, extra_system, wm_tool, wm, stop, abandon_on_cancel=True
+                self._play, task.task_id, extra_system, wm_tool, wm, stop, abandon_on_cancel=True
             )
         finally:
             stop.set()  # a cancelled episode's thread stops at its next call

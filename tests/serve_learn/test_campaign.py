@@ -29,7 +29,7 @@ from mw_actors.serve_learn import (
     score_file,
 )
 from mw_actors.serve_learn._methods import MwmLocal
-from mw_actors.serve_learn._records import BlockLearned, CampaignEnded
+from mw_actors.serve_learn._records import BlockLearned, CampaignEnded, EpisodeStarted
 from mw_actors.serve_learn._worldmodel import Served, WorldModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
@@ -224,15 +224,21 @@ def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
     )
     journal = tmp_path / "k" / "journal"
     deadline = time.monotonic() + 90
+    checked = False
     while True:
         assert time.monotonic() < deadline and process.poll() is None
         try:
-            if len(_ended(journal)) >= 17:  # mid-block 1, with episodes in flight
-                break
+            records = [e.rec for e in read_journal(journal, RECORDS)]
         except Exception:
-            pass
-        time.sleep(0.05)
-    assert _status(tmp_path, "k")["state"] == "running"  # the campaign lock is held
+            records = []
+        ended = {r.task_id for r in records if isinstance(r, EpisodeEnded)}
+        started = {r.task_id for r in records if isinstance(r, EpisodeStarted)}
+        if len(ended) >= 13 and not checked:
+            assert _status(tmp_path, "k")["state"] == "running"  # the campaign lock is held
+            checked = True
+        if checked and len(ended) >= 17 and started - ended:  # mid-block, episodes in flight
+            break
+        time.sleep(0.02)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     assert _status(tmp_path, "k")["state"] == "failed"  # stopped without its terminal records

@@ -318,3 +318,22 @@ def test_a_learning_methods_version_is_rebuilt_from_its_chain_of_updates(tmp_pat
     update = json.loads((v3 / "update.json").read_text())
     assert update["block"] == 2 and update["previous"] == index["2"]
     assert [r["task_id"] for r in update["results"]] == [r["task_id"] for r in serving[24:36]]
+
+
+@needs_slb
+def test_manual_test_mode_plays_a_real_scenarios_windows_through_the_package(
+    tmp_path: Path,
+) -> None:
+    """launch.sh SCENARIO test on banking_l1: the learned window's tests, on its version."""
+    common = ("--dataset", str(DATASET), "--runs", str(tmp_path), "--tag", "t")
+    done = mw("serve-learn", "run", "banking_l1", "--method", "mwm-local", "--train-split", "84",
+              *common, env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = mw("serve-learn", "test", "banking_l1", *common, env={"MW_MODEL": "local/scripted"},
+              timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _, manual = _rows(tmp_path / "t" / "manual" / "task" / "results" / "banking_l1_mwm-local.jsonl")
+    _, campaign = _rows(tmp_path / "t" / "task" / "results" / "banking_l1_mwm-local.jsonl")
+    theirs = {r["task_id"]: r["reward"] for r in campaign if r["phase"] == "test"}
+    assert len(manual) == 41 and {r["checkpoint"] for r in manual} == {7}
+    assert {r["task_id"]: r["reward"] for r in manual} == theirs  # the same version, the same

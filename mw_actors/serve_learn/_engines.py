@@ -1,0 +1,59 @@
+"""Where a scenario's episodes are played: one interface, for real scenarios and the synthetic.
+
+- a real scenario (banking_l1, retail_l3, ...) in ServeLearnBench's own
+  package and acting loop (:class:`~._slb.SlbScenario`);
+- the synthetic scenario (``synthetic_*``) in mw's own loop, from its export
+  (:class:`~._synthetic_play.SyntheticScenario`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._scenario import Task
+from ._slb import Played
+
+__all__ = ["Engine", "is_synthetic", "make_engine"]
+
+
+class Engine(Protocol):
+    name: str
+    system_prompt: str
+    bundle: Any  # the package's bundle of a real scenario; None for the synthetic one
+
+    def connected(
+        self, meter_port: int, model: str, reasoning_effort: str | None
+    ) -> AbstractAsyncContextManager[None]:
+        """While open, episodes reach ``model`` through the host meter on ``meter_port``."""
+        ...
+
+    def labels(self, task_id: str) -> dict[str, Any]:
+        """The row's ``tier``, ``family``, ``slice`` and ``category``, where the engine has them."""
+        ...
+
+    async def play(
+        self, task: Task, extra_system: str, wm: Callable[[str], str] | None
+    ) -> Played: ...
+
+
+def is_synthetic(scenario: str) -> bool:
+    """Whether ``scenario`` is mw's own (played offline from its export)."""
+    return scenario.startswith("synthetic_")
+
+
+def make_engine(dataset: Path, scenario: str) -> Engine:
+    """The engine that plays ``scenario``.
+
+    Raises:
+        ConfigError: a real scenario without the package, or one it does not have.
+    """
+    if is_synthetic(scenario):
+        from ._synthetic_play import SyntheticScenario
+
+        return SyntheticScenario(dataset, scenario)
+    from ._slb import SlbScenario
+
+    return SlbScenario(scenario)

@@ -1,0 +1,102 @@
+"""The services a campaign runs beside its tree: upstreams, wire meters, the learner's session.
+
+A local model gets the campaign's own provider on loopback; a remote one is
+reached at its URL with its key injected by the meter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import anyio.abc
+
+import meters
+
+from .._core._runtime import Runtime
+from .._core._spec import ChildSpec
+from .._metering import MeterActor, MeterPlace
+from .._reserver import ReserverClient
+from ..provider import (
+    LOCAL_PRICES,
+    FaultPlan,
+    Provider,
+    SyntheticHost,
+    SyntheticLearner,
+    serve_provider,
+)
+from ._backends import wire_prices
+from ._codex import CodexSession
+from ._learner import LearnerEndpoint
+from ._methods import Mwm
+from ._spec import CampaignSpec, RunDir
+
+__all__ = ["start_learner", "start_meter", "start_upstream"]
+
+
+async def start_upstream(
+    spec: CampaignSpec,
+    role: Literal["host", "learner"],
+    ledger_dir: Path,
+    services: anyio.abc.TaskGroup,
+) -> meters.MeterConfig:
+    """The config of ``role``'s meter, in front of its model's endpoint.
+
+    A local model gets its own provider on loopback, started in ``services`` (the
+    host's at the spec's emulated latency). A remote one is reached at its URL with
+    its key injected by the meter. The learner's meter adapts Responses to Chat.
+    """
+    model = spec.model if role == "host" else spec.learner_model
+    endpoint = spec.endpoints.get(model)
+    api_key = None
+    if endpoint is None:
+        engine = SyntheticHost() if role == "host" else SyntheticLearner()
+        latency = FaultPlan(latency=spec.latency) if spec.latency and role == "host" else None
+        port = await services.start(serve_provider, Provider(engine, latency))
+        upstream, prices = f"http://127.0.0.1:{port}/v1", meters.load_prices(LOCAL_PRICES)
+    else:
+        upstream, prices = endpoint.base_url, wire_prices(spec.prices, endpoint)
+        api_key = spec.key(endpoint)
+    return meters.MeterConfig(
+        role=role,
+        upstream=upstream,
+        prices=prices,
+        ledger_dir=ledger_dir,
+        api_key=api_key,
+        allocation_usd=spec.allocation_usd,
+        adapt_responses=role == "learner",
+    )
+
+
+async def start_meter(
+    rt: Runtime, child_id: str, config: meters.MeterConfig, port: int, reserver: ReserverClient
+) -> int:
+    """A wire meter as a child of the root (``port`` 0: any free one); the port it took."""
+    place = MeterPlace(port=port)
+    await rt.root.start_child(
+        ChildSpec(id=child_id, start=lambda: MeterActor(config, place, reserver))
+    )
+    return place.port
+
+
+async def start_learner(
+    spec: CampaignSpec,
+    run: RunDir,
+    services: anyio.abc.TaskGroup,
+    rt: Runtime,
+    reserver: ReserverClient,
+    method: Mwm,
+) -> int:
+    """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
+    config = await start_upstream(spec, "learner", run.root / "learner", services)
+    port = spec.wm_port + 1 if spec.wm_port is not None else 0
+    bound = await start_meter(rt, "learner-meter", config, port, reserver)
+    method.endpoint = LearnerEndpoint(
+        f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
+    )
+    if spec.learner_backend == "codex" and spec.codex is not None:
+        method.codex = CodexSession(
+            install=spec.codex, meter_port=bound, sessions=str(run.root / "learner" / "sessions")
+        )
+    return bound
