@@ -401,6 +401,17 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         or "local/scripted"
     )
     learner_model = os.environ.get("MW_EVOLVER_MODEL") or config.learner_model or "local/scripted"
+    # A Pitch verifier's judge: the paper's scorer next to a remote host, else the local one.
+    judge_model = (
+        getattr(args, "judge_model", None)
+        or os.environ.get("MW_JUDGE_MODEL")
+        or config.judge_model
+        or (
+            "local/scripted"
+            if model.startswith("local/")
+            else "fireworks/accounts/fireworks/models/glm-5p3-flash"
+        )
+    )
     split = _train_split(args.train_split)
     settings: dict[str, Any] = {
         "method": method,
@@ -414,9 +425,13 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         "latency": _provider_latency(args.provider_latency),
         "prices": config.prices,
         "reasoning_effort": _reasoning_effort(getattr(args, "reasoning_effort", None)),
+        "judge_model": judge_model,
     }
     endpoints = {}
-    for name in dict.fromkeys([model, learner_model] if method == "mwm" else [model]):
+    reached = [model, learner_model] if method == "mwm" else [model]
+    if args.scenario.startswith("pitch"):
+        reached.append(judge_model)
+    for name in dict.fromkeys(reached):
         endpoint = resolve_endpoint(name, config.backends, os.environ)
         if endpoint is not None:
             endpoints[name] = endpoint
@@ -503,6 +518,7 @@ _RESUME_FLAGS = {
     "allocation": "allocation_usd",
     "waiter": "waiter",
     "schedule": "schedule",
+    "judge_model": "judge_model",
     "provider_latency": "latency",
     "learner_backend": "learner_backend",
     "reasoning_effort": "reasoning_effort",
@@ -961,6 +977,12 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         help="when windows are tested (default pipelined)",
     )
     parser.add_argument(
+        "--judge-model",
+        help="a Pitch scenario's LLM judge, through its own wire meter ($MW_JUDGE_MODEL; "
+        "default local/scripted beside a local host, else the paper's "
+        "fireworks/accounts/fireworks/models/glm-5p3-flash)",
+    )
+    parser.add_argument(
         "--schedule",
         choices=["mw", "slb"],
         help="mw (default): blocks of 12 across the stream, window w tested on "
@@ -1045,7 +1067,7 @@ def _parser() -> argparse.ArgumentParser:
     provider.set_defaults(func=_provider)
 
     meter = commands.add_parser("meter", help="a wire meter in front of a provider")
-    meter.add_argument("--role", choices=["host", "learner"], required=True)
+    meter.add_argument("--role", choices=["host", "learner", "judge"], required=True)
     meter.add_argument("--port", type=int, default=0)
     meter.add_argument("--upstream", required=True, help="the provider's base URL")
     meter.add_argument("--key-env", required=True, help="the variable holding the upstream key")

@@ -2,8 +2,9 @@
 
 ``ledger.jsonl`` holds every attempt, whatever became of it. The role's
 summary (``wire_ledger.json`` for the host, ``meta_wire_ledger.json`` for
-the learner) is a pure function of the lines, rewritten atomically: temp
-file, fsync, rename, directory fsync. Rebuilding it from the lines gives the
+the learner, ``judge_wire_ledger.json`` for a Pitch judge) is a pure
+function of the lines, rewritten atomically: temp file, fsync, rename,
+directory fsync. Rebuilding it from the lines gives the
 same bytes.
 """
 
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 LEDGER_SCHEMA_VERSION = 1
-Role = Literal["host", "learner"]
+Role = Literal["host", "learner", "judge"]
 Status = Literal[
     "ok",  # a response with usage
     "unmetered",  # a response without usage: charged its reservation
@@ -114,7 +115,9 @@ class LedgerSummary(msgspec.Struct, kw_only=True):
 
 
 def summary_name(role: str) -> str:
-    return "wire_ledger.json" if role == "host" else "meta_wire_ledger.json"
+    return {"host": "wire_ledger.json", "judge": "judge_wire_ledger.json"}.get(
+        role, "meta_wire_ledger.json"
+    )
 
 
 def _count(totals: ModelTotals, line: LedgerLine) -> None:

@@ -82,7 +82,7 @@ _SSE_HEADERS = ("content-type", "cache-control")  # of a stream sent on whole
 class MeterConfig:
     """How one meter runs. The key lives only here, in memory, and is never printed."""
 
-    role: Literal["host", "learner"]
+    role: Literal["host", "learner", "judge"]
     upstream: str
     prices: PriceTable
     ledger_dir: Path

@@ -7,7 +7,8 @@ the system prompt says when the world model does not know; then ``finish``.
 So a method that learns the hidden policy makes this host score better, and
 one that does not (``blind``) leaves it at the manual: the learning curve comes
 from the world model, not from the engine. A conversation with no synthetic case
-(a benchmark task) is played by :class:`~._tool_player.ToolPlayer`.
+(a benchmark task) is played by :class:`~._tool_player.ToolPlayer`; the Pitch
+verifier's checklist request is answered by :class:`~._judge_player.JudgePlayer`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import re
 
 from ._engine import Reply, ToolCall, Turn
+from ._judge_player import JudgePlayer, is_judge_request
 from ._tool_player import ToolPlayer
 from ._tool_player import message_text as _text
 
@@ -34,8 +36,11 @@ class SyntheticHost:
 
     def __init__(self) -> None:
         self._player = ToolPlayer()
+        self._judge = JudgePlayer()
 
     def respond(self, turn: Turn) -> Reply:
+        if is_judge_request(turn):  # the Pitch verifier's checklist
+            return self._judge.respond(turn)
         conversation = turn.conversation
         system = "".join(_text(m.get("content")) for m in conversation if m.get("role") == "system")
         users = [_text(m.get("content")) for m in conversation if m.get("role") == "user"]

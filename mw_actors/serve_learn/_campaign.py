@@ -39,6 +39,7 @@ from .._lock import campaign_lock
 from .._reserver import BudgetReserver, ReserverClient
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled
+from ._engines import JudgeLink
 from ._methods import Mwm
 from ._outputs import stamp_run_log, write_outputs
 from ._records import (
@@ -143,9 +144,16 @@ async def _run(
                 learner_port = await start_learner(
                     spec, run, services, rt, ReserverClient(reserver), shared.method
                 )
+            judge = None
+            if spec.judged:  # every request of the verifier's judge through its own meter
+                judge_config = await start_upstream(spec, "judge", run.root / "judge", services)
+                judge_port = await start_meter(
+                    rt, "judge-meter", judge_config, 0, ReserverClient(reserver)
+                )
+                judge = JudgeLink(judge_port, spec.wire_model(spec.judge_model))
             stamp_run_log(spec, run, schedule, meter_port, learner_port)
             model = spec.wire_model(spec.model)
-            async with shared.engine.connected(meter_port, model, spec.reasoning_effort):
+            async with shared.engine.connected(meter_port, model, spec.reasoning_effort, judge):
                 campaign = await rt.root.start_child(
                     supervisor(
                         "campaign",

@@ -213,12 +213,6 @@ def prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     )
     if not is_synthetic(spec.scenario) and not slb_available():
         raise slb_missing(spec.scenario)
-    if spec.scenario.startswith("pitch"):  # every judge request must be metered and capped
-        raise ConfigError(
-            f"scenario {spec.scenario!r} is graded by the benchmark's LLM judge, which mw "
-            "does not meter yet; nothing was started",
-            hint="run it with slb run --judge-model ..., or use a retail or banking scenario",
-        )
     check_installed(spec)
     for model in spec.models():
         check_model(spec, model)

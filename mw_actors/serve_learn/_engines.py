@@ -13,10 +13,20 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
+
 from ._scenario import Task
 from ._slb import Played
 
-__all__ = ["Engine", "is_synthetic", "make_engine"]
+__all__ = ["Engine", "JudgeLink", "is_synthetic", "make_engine"]
+
+
+class JudgeLink(msgspec.Struct, frozen=True):
+    """Where a Pitch scenario's verifier reaches its LLM judge: the judge's own meter."""
+
+    meter_port: int
+    model: str  # as sent upstream
+    reasoning_effort: str | None = "high"  # the paper's judge setting
 
 
 class Engine(Protocol):
@@ -25,9 +35,16 @@ class Engine(Protocol):
     bundle: Any  # the package's bundle of a real scenario; None for the synthetic one
 
     def connected(
-        self, meter_port: int, model: str, reasoning_effort: str | None
+        self,
+        meter_port: int,
+        model: str,
+        reasoning_effort: str | None,
+        judge: JudgeLink | None = None,
     ) -> AbstractAsyncContextManager[None]:
-        """While open, episodes reach ``model`` through the host meter on ``meter_port``."""
+        """While open, episodes reach ``model`` through the host meter on ``meter_port``.
+
+        A verifier's judge (Pitch) reaches its model through its own meter, ``judge``.
+        """
         ...
 
     def labels(self, task_id: str) -> dict[str, Any]:

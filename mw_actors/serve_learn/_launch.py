@@ -51,6 +51,7 @@ class LaunchConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     method: str | None = None  # checked when the campaign is: see make_method
     host_model: str | None = None
     learner_model: str | None = None
+    judge_model: str | None = None  # a Pitch scenario's LLM judge
     learner_backend: Literal["builtin", "codex"] | None = None
     concurrency: int | None = None
     train_split: int | None = None

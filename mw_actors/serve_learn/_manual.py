@@ -25,6 +25,7 @@ from mw_errors import ConfigError
 from .._core._journal import Journal, open_journal, read_journal
 from .._lock import campaign_lock
 from ._checks import check_model, prepare_scenario, probe_endpoints
+from ._engines import JudgeLink
 from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
@@ -65,9 +66,14 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
             hint="pass the scenario and MW_TAG the campaign was launched with",
         )
     # Test what the campaign learned, the way it learned it.
-    spec = dataclasses.replace(spec, method=began.method, model=began.model)
-    check_model(spec, spec.model)
-    await probe_endpoints(spec, [spec.model])  # before anything is written
+    judge_model = (began.settings or {}).get("judge_model", spec.judge_model)
+    spec = dataclasses.replace(
+        spec, method=began.method, model=began.model, judge_model=judge_model
+    )
+    models = [spec.model, spec.judge_model] if spec.judged else [spec.model]
+    for model in models:
+        check_model(spec, model)
+    await probe_endpoints(spec, models)  # before anything is written
     manual = RunDir(campaign.root, "manual", spec.scenario, make_method(spec.method).name)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
@@ -94,8 +100,14 @@ async def _test_ready_windows(
         config = await start_upstream(spec, "host", shared.run.root, services)
         async with anyio.create_task_group() as metering:
             meter_port = await metering.start(partial(meters.serve_meter, config))
+            judge = None
+            if spec.judged:  # the verifier's judge, through a meter of its own
+                root = shared.run.root / "judge"
+                judge_config = await start_upstream(spec, "judge", root, services)
+                judge_port = await metering.start(partial(meters.serve_meter, judge_config))
+                judge = JudgeLink(judge_port, spec.wire_model(spec.judge_model))
             model = spec.wire_model(spec.model)
-            async with shared.engine.connected(meter_port, model, spec.reasoning_effort):
+            async with shared.engine.connected(meter_port, model, spec.reasoning_effort, judge):
                 for window in shared.plan.windows:
                     tests = [t for t in shared.scenario.test if t.window == window.window]
                     if tests and all(t.task_id in shared.ended for t in tests):

@@ -151,3 +151,13 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
         learner_lines, "learner", allocation_usd=spec.allocation_usd, prices_date=prices_date
     )
     meters.write_atomically(run.root / "meta_wire_ledger.json", meters.encode_summary(summary))
+    judge_path = run.root / "judge" / "ledger.jsonl"
+    if judge_path.exists():  # a Pitch scenario's judge: its own meter, its own ledger
+        remote = spec.prices if spec.judge_model in spec.endpoints else None
+        judged = meters.summarize(
+            meters.read_ledger(judge_path),
+            "judge",
+            allocation_usd=spec.allocation_usd,
+            prices_date=(remote or meters.load_prices(LOCAL_PRICES)).date,
+        )
+        meters.write_atomically(run.root / "judge_wire_ledger.json", meters.encode_summary(judged))

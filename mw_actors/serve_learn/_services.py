@@ -37,7 +37,7 @@ __all__ = ["start_learner", "start_meter", "start_upstream"]
 
 async def start_upstream(
     spec: CampaignSpec,
-    role: Literal["host", "learner"],
+    role: Literal["host", "learner", "judge"],
     ledger_dir: Path,
     services: anyio.abc.TaskGroup,
 ) -> meters.MeterConfig:
@@ -46,12 +46,14 @@ async def start_upstream(
     A local model gets its own provider on loopback, started in ``services`` (the
     host's at the spec's emulated latency). A remote one is reached at its URL with
     its key injected by the meter. The learner's meter adapts Responses to Chat.
+    A Pitch scenario's judge gets a meter of its own, so every judge request is
+    metered, capped by the one allocation, and in its own ledger.
     """
-    model = spec.model if role == "host" else spec.learner_model
+    model = {"host": spec.model, "learner": spec.learner_model, "judge": spec.judge_model}[role]
     endpoint = spec.endpoints.get(model)
     api_key = None
-    if endpoint is None:
-        engine = SyntheticHost() if role == "host" else SyntheticLearner()
+    if endpoint is None:  # the synthetic host also answers the Pitch judge's checklist
+        engine = SyntheticLearner() if role == "learner" else SyntheticHost()
         latency = FaultPlan(latency=spec.latency) if spec.latency and role == "host" else None
         port = await services.start(serve_provider, Provider(engine, latency))
         upstream, prices = f"http://127.0.0.1:{port}/v1", meters.load_prices(LOCAL_PRICES)

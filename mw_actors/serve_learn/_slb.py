@@ -199,15 +199,42 @@ class SlbScenario:
 
     @contextlib.asynccontextmanager
     async def connected(
-        self, meter_port: int, model: str, reasoning_effort: str | None
+        self,
+        meter_port: int,
+        model: str,
+        reasoning_effort: str | None,
+        judge: Any = None,
     ) -> AsyncIterator[None]:
-        """Episodes reach ``model`` through the host meter on ``meter_port`` while open."""
+        """Episodes reach ``model`` through the host meter on ``meter_port`` while open.
+
+        ``judge`` (a ``JudgeLink``) is where the package's Pitch judge is pointed: its
+        own meter, so every judge request is metered and capped. Without one the
+        package's judge stays unconfigured, and a verifier that calls it fails
+        instead of reaching a provider unmetered.
+        """
         self.connect(f"http://127.0.0.1:{meter_port}/v1", model, reasoning_effort)
+        if judge is not None:
+            self._connect_judge(judge)
         try:
             yield
         finally:
             client, self._openai = self._openai, None
             await anyio.to_thread.run_sync(client.close)
+
+    def _connect_judge(self, judge: Any) -> None:
+        url = f"http://127.0.0.1:{judge.meter_port}/v1"
+        self.llm.set_judge(
+            self.llm.ModelConfig(
+                model=judge.model,
+                base_url=url,
+                api_key="mw-meter",  # the judge meter injects the provider's key
+                reasoning_effort=judge.reasoning_effort,
+            )
+        )
+        # Its requests fail fast on the meter's budget_blocked, as the agent's do; a
+        # judge call belongs to no one episode, so it is never stopped midway.
+        completions = self.llm.judge().client.chat.completions
+        self.llm.judge().client = _Client(_Completions(completions, threading.Event(), [0.0]))
 
     def connect(self, meter_url: str, model: str, reasoning_effort: str | None) -> None:
         """Point the acting loop's client at the host meter (``meter_url`` ends in ``/v1``)."""

@@ -77,6 +77,8 @@ class CampaignSpec:
     # mw: blocks of 12 across the stream (the seed's); slb: blocks restart at each window,
     # every block is learned, and a window is tested after its last block (slb run's).
     schedule: Schedule = "mw"
+    # The LLM judge a Pitch scenario's verifier calls, through its own wire meter.
+    judge_model: str = "local/scripted"
 
     def __post_init__(self) -> None:
         """Refuse what no campaign can run with, before anything is written.
@@ -110,9 +112,18 @@ class CampaignSpec:
         endpoint = self.endpoints.get(model)
         return endpoint.wire_model if endpoint is not None else model
 
+    @property
+    def judged(self) -> bool:
+        """Whether the scenario's verifier calls an LLM judge (ServeLearnBench's Pitch)."""
+        return self.scenario.startswith("pitch")
+
     def models(self) -> list[str]:
-        """The models the campaign reaches: the host's, and the learner's under ``mwm``."""
-        return [self.model, self.learner_model] if self.method == "mwm" else [self.model]
+        """The models the campaign reaches.
+
+        The host's; the learner's under ``mwm``; a Pitch scenario's judge.
+        """
+        models = [self.model, self.learner_model] if self.method == "mwm" else [self.model]
+        return [*models, self.judge_model] if self.judged else models
 
     def key(self, endpoint: Endpoint) -> str | None:
         """The key ``endpoint`` is reached with, if it takes one (from memory)."""
@@ -146,6 +157,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     codex: CodexInstall | msgspec.UnsetType | None = msgspec.UNSET
     reasoning_effort: str | msgspec.UnsetType | None = msgspec.UNSET
     schedule: Schedule | msgspec.UnsetType = msgspec.UNSET
+    judge_model: str | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def from_spec(cls, spec: CampaignSpec) -> Submission:
@@ -167,6 +179,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             codex=spec.codex,
             reasoning_effort=spec.reasoning_effort,
             schedule=spec.schedule,
+            judge_model=spec.judge_model,
         )
 
     @classmethod

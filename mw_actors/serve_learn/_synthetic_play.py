@@ -84,7 +84,11 @@ class SyntheticScenario:
 
     @contextlib.asynccontextmanager
     async def connected(
-        self, meter_port: int, model: str, reasoning_effort: str | None
+        self,
+        meter_port: int,
+        model: str,
+        reasoning_effort: str | None,
+        judge: Any = None,  # the synthetic verifier calls no judge
     ) -> AsyncIterator[None]:
         """Episodes reach ``model`` through the host meter on ``meter_port`` while open."""
         async with acting_client(meter_port) as client:

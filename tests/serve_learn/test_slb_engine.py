@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import meters
 from mw_actors.serve_learn._slb import slb_available
 from tests.processes import ROOT, mw
 
@@ -192,16 +193,51 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
 
 
 @needs_slb
-def test_a_pitch_scenario_is_refused_until_its_judge_is_metered(tmp_path: Path) -> None:
-    """Its verifier calls an LLM judge; an unmetered call would break the meters' promise."""
+def test_a_pitch_scenarios_judge_is_metered_and_scores_as_slb_run_does(tmp_path: Path) -> None:
+    """Every request of the verifier's LLM judge goes through the judge's own meter, is in
+    its ledger and in the rows' judge_tokens; the rewards are slb run's on the same judge."""
+    import threading
+
+    from tests.processes import start_server, stop_server
+
     subprocess.run([str(ROOT / ".venv" / "bin" / "slb"), "export-data", "--scenario", "pitch_l1",
                     "--out", str(tmp_path / "data")], capture_output=True, check=True)  # fmt: skip
     done = mw("serve-learn", "run", "pitch_l1", "--dataset", str(tmp_path / "data"),
-              "--runs", str(tmp_path / "runs"), "--tag", "p", "--method", "blind")  # fmt: skip
-    assert done.returncode == 2
-    (line,) = done.stderr.splitlines()
-    assert "LLM judge" in line and "hint:" in line, line
-    assert not (tmp_path / "runs" / "p").exists()
+              "--runs", str(tmp_path / "runs"), "--tag", "p", "--method", "blind",
+              env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "runs" / "p"
+    _, rows = _rows(run / "task" / "results" / "pitch_l1_blind.jsonl")
+    judge = meters.read_ledger(run / "judge" / "ledger.jsonl")
+    host = meters.read_ledger(run / "ledger.jsonl")
+    assert len(rows) == 96 and len(judge) == 96  # one checklist per pitch, each metered
+    assert {(x.role, x.status) for x in judge} == {("judge", "ok")}
+    assert [r["judge_tokens"]["calls"] for r in rows] == [1] * 96
+    assert sum(r["judge_tokens"]["input"] for r in rows) == sum(x.input_tokens for x in judge)
+    assert sum(r["judge_tokens"]["output"] for r in rows) == sum(x.output_tokens for x in judge)
+    assert len(host) == sum(r["tokens"]["calls"] for r in rows)  # the host's, only
+    summary = json.loads((run / "judge_wire_ledger.json").read_text())
+    assert summary["requests"] == 96 and summary["role"] == "judge"
+    rewards = [r["reward"] for r in rows]
+    assert 0 < sum(rewards) < len(rewards) and len(set(rewards)) > 2  # a continuous score
+    provider, url = start_server("provider", "--engine", "synthetic-host")
+    for stream in (provider.stdout, provider.stderr):  # drained: a full pipe stalls it
+        threading.Thread(target=stream.read, daemon=True).start()  # type: ignore[union-attr]
+    try:
+        theirs = tmp_path / "slb.jsonl"
+        done = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "slb"), "run", "--scenario", "pitch_l1",
+             "--method", "blind", "--model", "local/scripted", "--base-url", f"{url}/v1",
+             "--api-key-env", "", "--judge-model", "local/scripted",
+             "--judge-base-url", f"{url}/v1", "--judge-api-key-env", "", "--workers", "4",
+             "--out", str(theirs)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        stop_server(provider)
+    _, slbs = _rows(theirs)
+    assert {r["task_id"]: r["reward"] for r in rows} == {r["task_id"]: r["reward"] for r in slbs}
 
 
 @needs_slb
