@@ -148,12 +148,9 @@ def _episodes(path: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
     }
 
 
-@needs_slb
-@pytest.mark.slow
-@pytest.mark.parametrize("method", ["blind", "oracle", "rag"])
-def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path: Path) -> None:
-    """The benchmark's own runner and mw (on slb run's schedule), on the same deterministic
-    player: the same rows, a learning method's serving stream included."""
+def _slb_run(out: Path, scenario: str, method: str, *extra: str) -> None:
+    """``slb run`` itself, against the project's provider in its own process (the same
+    deterministic player, and judge, that mw's local provider runs)."""
     import threading
 
     from tests.processes import start_server, stop_server
@@ -161,17 +158,28 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
     provider, url = start_server("provider", "--engine", "synthetic-host")
     for stream in (provider.stdout, provider.stderr):  # drained: a full pipe stalls it
         threading.Thread(target=stream.read, daemon=True).start()  # type: ignore[union-attr]
+    judge = ("--judge-model", "local/scripted", "--judge-base-url", f"{url}/v1",
+             "--judge-api-key-env", "") if scenario.startswith("pitch") else ()  # fmt: skip
     try:
-        theirs = tmp_path / "slb.jsonl"
         done = subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "slb"), "run", "--scenario", "banking_l1",
+            [str(ROOT / ".venv" / "bin" / "slb"), "run", "--scenario", scenario,
              "--method", method, "--model", "local/scripted", "--base-url", f"{url}/v1",
-             "--api-key-env", "", "--windows", "0,1", "--workers", "4", "--out", str(theirs)],
+             "--api-key-env", "", *judge, "--workers", "4", *extra, "--out", str(out)],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
     finally:
         stop_server(provider)
+
+
+@needs_slb
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["blind", "oracle", "rag"])
+def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path: Path) -> None:
+    """The benchmark's own runner and mw (on slb run's schedule), on the same deterministic
+    player: the same rows, a learning method's serving stream included."""
+    theirs = tmp_path / "slb.jsonl"
+    _slb_run(theirs, "banking_l1", method, "--windows", "0,1")
     done = mw("serve-learn", "run", "banking_l1", "--method", f"slb:{method}", "--dataset",
               str(DATASET), "--runs", str(tmp_path), "--tag", "m", "--train-split", "168",
               "--schedule", "slb", env={"MW_MODEL": "local/scripted"}, timeout=300)  # fmt: skip
@@ -196,10 +204,6 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
 def test_a_pitch_scenarios_judge_is_metered_and_scores_as_slb_run_does(tmp_path: Path) -> None:
     """Every request of the verifier's LLM judge goes through the judge's own meter, is in
     its ledger and in the rows' judge_tokens; the rewards are slb run's on the same judge."""
-    import threading
-
-    from tests.processes import start_server, stop_server
-
     subprocess.run([str(ROOT / ".venv" / "bin" / "slb"), "export-data", "--scenario", "pitch_l1",
                     "--out", str(tmp_path / "data")], capture_output=True, check=True)  # fmt: skip
     done = mw("serve-learn", "run", "pitch_l1", "--dataset", str(tmp_path / "data"),
@@ -220,22 +224,10 @@ def test_a_pitch_scenarios_judge_is_metered_and_scores_as_slb_run_does(tmp_path:
     assert summary["requests"] == 96 and summary["role"] == "judge"
     rewards = [r["reward"] for r in rows]
     assert 0 < sum(rewards) < len(rewards) and len(set(rewards)) > 2  # a continuous score
-    provider, url = start_server("provider", "--engine", "synthetic-host")
-    for stream in (provider.stdout, provider.stderr):  # drained: a full pipe stalls it
-        threading.Thread(target=stream.read, daemon=True).start()  # type: ignore[union-attr]
-    try:
-        theirs = tmp_path / "slb.jsonl"
-        done = subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "slb"), "run", "--scenario", "pitch_l1",
-             "--method", "blind", "--model", "local/scripted", "--base-url", f"{url}/v1",
-             "--api-key-env", "", "--judge-model", "local/scripted",
-             "--judge-base-url", f"{url}/v1", "--judge-api-key-env", "", "--workers", "4",
-             "--out", str(theirs)],
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-    finally:
-        stop_server(provider)
+    path = run / "task" / "results" / "pitch_l1_blind.jsonl"
+    assert _scores(path, tmp_path) == _slb_scores(path, tmp_path)
+    theirs = tmp_path / "slb.jsonl"
+    _slb_run(theirs, "pitch_l1", "blind")
     _, slbs = _rows(theirs)
     assert {r["task_id"]: r["reward"] for r in rows} == {r["task_id"]: r["reward"] for r in slbs}
 
@@ -329,7 +321,9 @@ def test_a_learning_methods_version_is_rebuilt_from_its_chain_of_updates(tmp_pat
               "--schedule", "slb", env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
     assert done.returncode == 0, done.stderr
     run = tmp_path / "r"
-    _, rows = _rows(run / "task" / "results" / "banking_l1_rag.jsonl")
+    path = run / "task" / "results" / "banking_l1_rag.jsonl"
+    _, rows = _rows(path)
+    assert _scores(path, tmp_path) == _slb_scores(path, tmp_path)
     index = json.loads((run / "r" / "checkout" / "index.json").read_text())
     v3 = run / "r" / "checkout" / "versions" / index["3"]
     scenario = SlbScenario("banking_l1")
