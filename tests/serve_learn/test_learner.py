@@ -105,3 +105,23 @@ async def test_a_turn_with_two_calls_executes_none(tmp_path: Path) -> None:
     assert (usage.turns, usage.finished) == (4, True)
     assert (out / "card.md").read_text() == "# card B\n"  # turn 1 executed nothing
     assert not (out / "adapter.safetensors").exists()
+
+
+async def test_a_session_stops_at_its_turn_and_output_token_budgets(tmp_path: Path) -> None:
+    from mw_actors.serve_learn._learner import MAX_OUTPUT_TOKENS, MAX_TURNS
+
+    chatty = Reply(content="thinking " * 3000)  # no tool: a corrective message each turn
+    prices = meters.load_prices(LOCAL_PRICES)
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve_provider, Provider(ScriptedEngine([chatty] * 40)))
+        config = meters.MeterConfig(
+            role="learner", upstream=f"http://127.0.0.1:{port}/v1", prices=prices,
+            ledger_dir=tmp_path / "ledger", adapt_responses=True,
+        )  # fmt: skip
+        meter = await tg.start(partial(meters.serve_meter, config))
+        endpoint = LearnerEndpoint(f"http://127.0.0.1:{meter}/v1", "local/scripted", prices)
+        usage = await anyio.to_thread.run_sync(run_learner_session, endpoint, [], 0, tmp_path)
+        tg.cancel_scope.cancel()
+    assert not usage.finished and usage.turns < MAX_TURNS
+    assert usage.output_tokens <= MAX_OUTPUT_TOKENS  # each turn asked for what was left
+    assert (tmp_path / "card.md").read_text().startswith("# World model v1")  # a version still
