@@ -66,6 +66,7 @@ _OWN_TOOLS = ("finish", "wm")  # the episode's end, and the world model itself
 CASE_CHARS = 4_000  # of a case's text kept for retrieval
 TOP_K = 3  # similar past cases in a wm answer
 MAX_VOCABULARY = 2_048
+CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into every prompt)
 
 
 class Served(msgspec.Struct, frozen=True):
@@ -169,13 +170,23 @@ def _untimed(instruction: str) -> str:
     return instruction
 
 
+def _names_the_case(value: Any, seen: str) -> bool:
+    """An id, or an amount the case gave: it has a digit and the case text holds it."""
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return any(c.isdigit() for c in shown) and shown in seen
+
+
 def _signature(name: str, arguments: dict[str, Any], seen: str) -> str:
     kept = []
     for key in sorted(arguments):
         value = arguments[key]
+        if isinstance(value, list):  # a list of ids names the case item by item
+            value = [v for v in value if not _names_the_case(v, seen)]
+            if not value:
+                continue
+        elif _names_the_case(value, seen):
+            continue  # it names the case, not the action
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        if any(c.isdigit() for c in shown) and shown in seen:
-            continue  # it names the case (an id, an amount it was given), not the action
         kept.append(f"{key}={shown}")
     return f"{name}({', '.join(kept)})"
 
@@ -267,7 +278,9 @@ class WorldModel:
             "| action | evidence | scored (latest block) | scored (all) |",
             "|---|---:|---:|---:|",
         ]
-        for s, signature in enumerate(self.signatures):
+        shown = sorted(range(len(self.signatures)), key=lambda s: -self.evidence[s])[:CARD_ROWS]
+        for s in shown:
+            signature = self.signatures[s]
             mine = [c for c in self.cases if c.signature == signature]
             latest = [c.reward for c in mine if c.block == self.now]
             overall = sum(c.reward for c in mine) / len(mine)
@@ -276,8 +289,11 @@ class WorldModel:
                 f"| `{signature}` | {self.evidence[s]:.1f} | {recent} | "
                 f"{100 * overall:.0f}% of {len(mine)} |"
             )
+        if len(shown) < len(self.signatures):
+            lines.append(f"({len(self.signatures) - len(shown)} rarer actions not shown)")
         lines += ["", "## When each action scores", ""]
-        for s, signature in enumerate(self.signatures):
+        for s in shown:
+            signature = self.signatures[s]
             order = sorted(range(len(self.vocabulary)), key=lambda i: -self.weights[s][i])
             more = [self.vocabulary[i] for i in order[:4] if self.weights[s][i] > 0.5]
             less = [self.vocabulary[i] for i in reversed(order[-3:]) if self.weights[s][i] < -0.5]

@@ -61,6 +61,11 @@ def test_the_outcome_drops_what_names_the_case_and_keeps_what_names_the_action()
     assert "wm" not in case.done and case.done.startswith("lookup(); deny_case(")
     assert "refund" in case.text and "Current timestamp" not in case.text
     assert "done" not in case.text  # what the action returned is not the case
+    listed = Served(block=0, task_id="t", timestamp=1, instruction="Return #W12 and #W34",
+                    reward=1.0, record=episode_record("Return #W12 and #W34", [
+                        {"kind": "tool", "name": "return_items", "obs": "ok",
+                         "args": {"items": ["#W12", "#W34"], "method": "card"}}], 1.0))  # fmt: skip
+    assert case_of(listed).signature == "return_items(method=card)"  # type: ignore[union-attr]
 
 
 def test_the_adapter_learns_which_action_scores_for_which_case_and_follows_a_change(
