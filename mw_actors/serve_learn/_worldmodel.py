@@ -11,8 +11,8 @@ tools. From each record it takes
 - the **outcome**: the episode's last action before ``finish`` (``wm`` steps
   left out), as a signature such as ``deny_case(reason=VELOCITY)``; argument
   values that identify the case (they contain a digit and appear in the case
-  text, like a case id) are dropped, so one action on two cases is one
-  signature;
+  text, like a case id) and free text (over 40 characters) are dropped, so
+  one action on two cases is one signature;
 - the **score** (the reward the agent was told).
 
 The adapter estimates, for each outcome signature, the chance that it scores
@@ -66,6 +66,7 @@ _OWN_TOOLS = ("finish", "wm")  # the episode's end, and the world model itself
 CASE_CHARS = 4_000  # of a case's text kept for retrieval
 TOP_K = 3  # similar past cases in a wm answer
 MAX_VOCABULARY = 2_048
+VALUE_CHARS = 40  # an argument longer than this is free text, left out of a signature
 CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into every prompt)
 
 
@@ -187,6 +188,8 @@ def _signature(name: str, arguments: dict[str, Any], seen: str) -> str:
         elif _names_the_case(value, seen):
             continue  # it names the case, not the action
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if len(shown) > VALUE_CHARS:
+            continue  # free text (a message, a pitch): what it says is not which action
         kept.append(f"{key}={shown}")
     return f"{name}({', '.join(kept)})"
 
