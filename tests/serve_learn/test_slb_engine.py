@@ -234,19 +234,22 @@ def test_a_pitch_scenarios_judge_is_metered_and_scores_as_slb_run_does(tmp_path:
 
 @needs_slb
 @pytest.mark.anyio
+@pytest.mark.parametrize("method", ["mwm-local", "mwm"])
 async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_the_right_prompts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """banking_l1 with mwm-local: what reaches the learner, and what reaches the host."""
+    """banking_l1 with mwm-local and mwm (its LLM learner writes the card): what reaches
+    the learner, and what reaches the host."""
     import msgspec
     from servelearnbench import protocol
 
     from mw_actors.provider import _synthetic_host
     from mw_actors.provider._tool_player import message_text
     from mw_actors.serve_learn import CampaignSpec, run_campaign
-    from mw_actors.serve_learn._methods import MwmLocal
+    from mw_actors.serve_learn._methods import Mwm, MwmLocal
     from mw_actors.serve_learn._worldmodel import Served
 
+    learner = Mwm if method == "mwm" else MwmLocal
     prompts: dict[str, set[str]] = {}  # instruction -> system prompts, as the provider got them
     respond = _synthetic_host.SyntheticHost.respond
 
@@ -257,16 +260,16 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
         return respond(self, turn)
 
     learned: list[tuple[int, list[Served]]] = []
-    learn = MwmLocal.learn
+    learn = learner.learn
 
     def watching(self: Any, served: list[Served], block: int, previous: Path, out: Path) -> None:
         learned.append((block, list(served)))
         learn(self, served, block, previous, out)
 
     monkeypatch.setattr(_synthetic_host.SyntheticHost, "respond", recording)
-    monkeypatch.setattr(MwmLocal, "learn", watching)
+    monkeypatch.setattr(learner, "learn", watching)
     spec = CampaignSpec(tag="m", scenario="banking_l1", dataset=DATASET, runs=tmp_path,
-                        method="mwm-local", train_split=48)  # fmt: skip
+                        method=method, train_split=48)  # fmt: skip
     run = await run_campaign(spec)
     _, rows = _rows(run.results)
     serving = {r["task_id"]: r for r in rows if r["phase"] == "serving"}
@@ -295,6 +298,9 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
         assert [v for v in cards if f"# World model v{v}\n" in system] == (
             [str(version)] if version else []
         )
+    if method == "mwm":  # the learner session wrote the cards
+        assert all("## Learner notes" in card for card in cards.values())
+        return
     # And the adapter's advice moves the scores: window 0's tests on v4 beat the same
     # player with no world model (blind, v0).
     done = mw("serve-learn", "run", "banking_l1", "--method", "blind", "--dataset", str(DATASET),
