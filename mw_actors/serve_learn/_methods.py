@@ -281,11 +281,18 @@ class SlbMethod(Method):
     def _replay(self, version_dir: Path) -> Any:
         """A fresh instance, set up, then updated with every block up to ``version_dir``."""
         chain = []
-        here = version_dir
+        here, seen = version_dir, set()
         while (here / "update.json").is_file():
             update = msgspec.json.decode((here / "update.json").read_bytes())
             chain.append(update["results"])
-            here = here.parent / update["previous"]
+            previous = str(update["previous"])
+            if "/" in previous or previous in ("", ".", "..") or previous in seen:
+                raise ConfigError(
+                    f"{here / 'update.json'} names {previous!r} as the version before it",
+                    hint="the run directory's versions are damaged; start a new tag",
+                )
+            seen.add(previous)
+            here = here.parent / previous
         state = self.factory()
         state.setup(self._scenario.bundle)
         for results in reversed(chain):

@@ -304,8 +304,8 @@ class SlbScenario:
         for _ in range(EPISODE_ATTEMPTS):
             try:
                 return self._attempt(model, task, extra_system, wm_tool, wm, timer)
-            except self.llm.InfraError as exc:
-                cause = exc.__cause__
+            except Exception as exc:  # the runner reruns an episode whatever failed in it
+                cause = exc.__cause__ if isinstance(exc, self.llm.InfraError) else exc
                 if isinstance(cause, _Stopped):  # abandoned by its task: nobody reads this
                     raise _Stopped from None
                 if isinstance(cause, _BudgetBlocked):
@@ -315,7 +315,7 @@ class SlbScenario:
                     )  # fmt: skip
                 last = exc
         raise ProviderRefused(
-            f"{task_id}: {EPISODE_ATTEMPTS} attempts failed for infrastructure reasons: {last}",
+            f"{task_id}: {EPISODE_ATTEMPTS} attempts failed: {type(last).__name__}: {last}",
             hint="check the host meter's ledger and the provider; the task was not scored",
         )
 

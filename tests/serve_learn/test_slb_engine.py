@@ -373,3 +373,45 @@ def test_manual_test_mode_plays_a_real_scenarios_windows_through_the_package(
     theirs = {r["task_id"]: r["reward"] for r in campaign if r["phase"] == "test"}
     assert len(manual) == 41 and {r["checkpoint"] for r in manual} == {7}
     assert {r["task_id"]: r["reward"] for r in manual} == theirs  # the same version, the same
+
+
+@needs_slb
+@pytest.mark.anyio
+async def test_an_episode_that_fails_is_rerun_as_the_runner_reruns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any failure inside an episode (a judge's malformed reply raises ValueError in the
+    package's verifier) gets the runner's attempts; one that always fails ends failed."""
+    from mw_actors.serve_learn import CampaignSpec, run_campaign
+    from mw_actors.serve_learn._slb import EPISODE_ATTEMPTS, SlbScenario
+
+    attempt = SlbScenario._attempt
+    tries: dict[str, int] = {}
+
+    def flaky(self: Any, model: Any, task: Any, *rest: Any) -> Any:
+        tries[task.task_id] = tries.get(task.task_id, 0) + 1
+        if tries[task.task_id] == 1 or task.task_id == doomed:
+            raise ValueError("judge checklist: no JSON object in reply")
+        return attempt(self, model, task, *rest)
+
+    monkeypatch.setattr(SlbScenario, "_attempt", flaky)
+    _, theirs = _rows(_blind_window_0(tmp_path))  # the same episodes, never failing
+    doomed = theirs[0]["task_id"]
+    spec = CampaignSpec(tag="f", scenario="banking_l1", dataset=DATASET, runs=tmp_path,
+                        method="blind", train_split=12)  # fmt: skip
+    run = await run_campaign(spec)
+    _, rows = _rows(run.results)
+    assert len(rows) == 41 and tries[doomed] == EPISODE_ATTEMPTS
+    by_id = {r["task_id"]: r for r in rows}
+    assert by_id[doomed]["status"] == "failed" and by_id[doomed]["reward"] == 0.0
+    rest = [r for r in theirs if r["task_id"] != doomed]
+    assert all(by_id[r["task_id"]]["reward"] == r["reward"] for r in rest)  # scored as ever
+    assert all(tries[r["task_id"]] == 2 for r in rest)
+
+
+def _blind_window_0(tmp_path: Path) -> Path:
+    done = mw("serve-learn", "run", "banking_l1", "--method", "blind", "--dataset", str(DATASET),
+              "--runs", str(tmp_path), "--tag", "ref", "--train-split", "12",
+              env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "ref" / "task" / "results" / "banking_l1_blind.jsonl"
