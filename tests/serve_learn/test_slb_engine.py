@@ -415,3 +415,22 @@ def _blind_window_0(tmp_path: Path) -> Path:
               env={"MW_MODEL": "local/scripted"}, timeout=200)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return tmp_path / "ref" / "task" / "results" / "banking_l1_blind.jsonl"
+
+
+@needs_slb
+@pytest.mark.parametrize("previous", ["v7", "../../elsewhere", ""])
+def test_a_damaged_chain_of_versions_is_refused_not_walked(previous: str, tmp_path: Path) -> None:
+    import types
+
+    from mw_actors.serve_learn._methods import make_method
+    from mw_errors import ConfigError
+
+    versions = tmp_path / "versions"
+    (versions / "v7").mkdir(parents=True)  # names itself as the version before it
+    (versions / "v7" / "update.json").write_text(
+        json.dumps({"previous": previous, "block": 0, "results": []})
+    )
+    method = make_method("slb:rag")
+    method.bind(types.SimpleNamespace(bundle={"meta": {}}, task=lambda task_id: None))
+    with pytest.raises(ConfigError, match="as the version before it"):
+        method.context(versions / "v7", "any", "test", 0)
