@@ -27,7 +27,9 @@ from ._records import (
 )
 from ._state import Shared
 
-__all__ = ["Learner", "Stream", "Waiter", "append_line", "digest_dir", "either"]
+__all__ = ["UNSCORED", "Learner", "Stream", "Waiter", "append_line", "digest_dir", "either"]
+
+UNSCORED = ("unknown", "failed", "budget_blocked")  # statuses no score was told for
 
 
 class _Journaled(Actor[Any]):
@@ -66,7 +68,9 @@ class Learner(_Journaled):
         for number, earlier in enumerate(shared.serving_blocks()[: block + 1]):
             for task in earlier:
                 ended = shared.ended.get(task.task_id)
-                if ended is not None:
+                # An episode the agent was never scored on (a dead process left it in
+                # flight, every attempt failed, the budget refused it) teaches nothing.
+                if ended is not None and ended.status not in UNSCORED:
                     served.append(shared.served(task, ended, number))
         previous = shared.versions.dir(block)
         staging = shared.run.checkout / "staging"

@@ -434,3 +434,43 @@ def test_a_damaged_chain_of_versions_is_refused_not_walked(previous: str, tmp_pa
     method.bind(types.SimpleNamespace(bundle={"meta": {}}, task=lambda task_id: None))
     with pytest.raises(ConfigError, match="as the version before it"):
         method.context(versions / "v7", "any", "test", 0)
+
+
+@needs_slb
+@pytest.mark.anyio
+async def test_a_learner_never_learns_from_an_episode_nobody_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served episode that ended failed (or unknown, or budget_blocked) told the agent no
+    score: it is not in what the learner is given, and its row is still written."""
+    from mw_actors.serve_learn import CampaignSpec, run_campaign
+    from mw_actors.serve_learn._methods import MwmLocal
+    from mw_actors.serve_learn._slb import SlbScenario
+    from mw_actors.serve_learn._worldmodel import Served
+
+    attempt = SlbScenario._attempt
+    doomed = ""  # the stream's third task, set below
+
+    def failing(self: Any, model: Any, task: Any, *rest: Any) -> Any:
+        if task.task_id == doomed:
+            raise ValueError("the verifier raised")
+        return attempt(self, model, task, *rest)
+
+    learned: list[list[Served]] = []
+    learn = MwmLocal.learn
+
+    def watching(self: Any, served: list[Served], block: int, previous: Path, out: Path) -> None:
+        learned.append(list(served))
+        learn(self, served, block, previous, out)
+
+    lines = (DATASET / "data" / "banking_l1" / "serving.jsonl").read_text().splitlines()
+    doomed = json.loads(lines[2])["task_id"]
+    monkeypatch.setattr(SlbScenario, "_attempt", failing)
+    monkeypatch.setattr(MwmLocal, "learn", watching)
+    spec = CampaignSpec(tag="u", scenario="banking_l1", dataset=DATASET, runs=tmp_path,
+                        method="mwm-local", train_split=12)  # fmt: skip
+    run = await run_campaign(spec)
+    _, rows = _rows(run.results)
+    (served,) = learned
+    assert len(served) == 11 and doomed not in {s.task_id for s in served}
+    assert {r["task_id"]: r["status"] for r in rows if r["phase"] == "serving"}[doomed] == "failed"
