@@ -26,7 +26,12 @@ from mw_actors.serve_learn import (
     run_campaign,
     score_file,
 )
-from mw_actors.serve_learn._learner import LearnerEndpoint, evidence_text, run_learner_session
+from mw_actors.serve_learn._learner import (
+    LearnerEndpoint,
+    LearnerUsage,
+    evidence_text,
+    run_learner_session,
+)
 from mw_actors.serve_learn._protocol import episode_record
 from mw_actors.serve_learn._worldmodel import Served
 
@@ -83,13 +88,8 @@ def test_the_learner_sees_the_blocks_records_only() -> None:
     assert "2 served so far" in text
 
 
-async def test_a_turn_with_two_calls_executes_none(tmp_path: Path) -> None:
-    script = [
-        Reply(tool_calls=[ToolCall("write_card", {"text": "A"}), ToolCall("fit_adapter", {})]),
-        Reply(tool_calls=[ToolCall("write_card", {"text": "# card B"})]),
-        Reply(content="no tool this time"),
-        Reply(tool_calls=[ToolCall("finish", {})]),
-    ]
+async def _session(script: list[Reply], tmp_path: Path, out: Path) -> LearnerUsage:
+    """One learner session against ``script``, through a learner meter; its usage."""
     prices = meters.load_prices(LOCAL_PRICES)
     async with anyio.create_task_group() as tg:
         port = await tg.start(serve_provider, Provider(ScriptedEngine(script)))
@@ -99,9 +99,20 @@ async def test_a_turn_with_two_calls_executes_none(tmp_path: Path) -> None:
         )  # fmt: skip
         meter = await tg.start(partial(meters.serve_meter, config))
         endpoint = LearnerEndpoint(f"http://127.0.0.1:{meter}/v1", "local/scripted", prices)
-        out = tmp_path / "v1"
         usage = await anyio.to_thread.run_sync(run_learner_session, endpoint, [], 0, out)
         tg.cancel_scope.cancel()
+    return usage
+
+
+async def test_a_turn_with_two_calls_executes_none(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_card", {"text": "A"}), ToolCall("fit_adapter", {})]),
+        Reply(tool_calls=[ToolCall("write_card", {"text": "# card B"})]),
+        Reply(content="no tool this time"),
+        Reply(tool_calls=[ToolCall("finish", {})]),
+    ]
+    out = tmp_path / "v1"
+    usage = await _session(script, tmp_path, out)
     assert (usage.turns, usage.finished) == (4, True)
     assert (out / "card.md").read_text() == "# card B\n"  # turn 1 executed nothing
     assert not (out / "adapter.safetensors").exists()
@@ -111,17 +122,7 @@ async def test_a_session_stops_at_its_turn_and_output_token_budgets(tmp_path: Pa
     from mw_actors.serve_learn._learner import MAX_OUTPUT_TOKENS, MAX_TURNS
 
     chatty = Reply(content="thinking " * 3000)  # no tool: a corrective message each turn
-    prices = meters.load_prices(LOCAL_PRICES)
-    async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_provider, Provider(ScriptedEngine([chatty] * 40)))
-        config = meters.MeterConfig(
-            role="learner", upstream=f"http://127.0.0.1:{port}/v1", prices=prices,
-            ledger_dir=tmp_path / "ledger", adapt_responses=True,
-        )  # fmt: skip
-        meter = await tg.start(partial(meters.serve_meter, config))
-        endpoint = LearnerEndpoint(f"http://127.0.0.1:{meter}/v1", "local/scripted", prices)
-        usage = await anyio.to_thread.run_sync(run_learner_session, endpoint, [], 0, tmp_path)
-        tg.cancel_scope.cancel()
+    usage = await _session([chatty] * 40, tmp_path, tmp_path)
     assert not usage.finished and usage.turns < MAX_TURNS
     assert usage.output_tokens <= MAX_OUTPUT_TOKENS  # each turn asked for what was left
     assert (tmp_path / "card.md").read_text().startswith("# World model v1")  # a version still
