@@ -250,20 +250,6 @@ class SlbScenario:
             model=model, base_url=meter_url, api_key="mw-meter", reasoning_effort=reasoning_effort
         )
 
-    def config(self) -> dict[str, Any]:
-        """The benchmark's own settings of a run, as its runner's config line gives them."""
-        cfg = self._model
-        return {
-            "reasoning_effort": cfg.reasoning_effort if cfg else None,
-            "max_tokens": cfg.max_tokens if cfg else self.protocol.MAX_TOKENS,
-            "max_steps": self.protocol.MAX_STEPS,
-            "tool_budget": self.protocol.ENGINE_TOOL_BUDGET,
-        }
-
-    def record(self, task_id: str, trace: list[dict[str, Any]], reward: float) -> str:
-        """``protocol.episode_record``: the episode's text, as a learning method reads it."""
-        return str(self.protocol.episode_record(self.task(task_id).instruction, trace, reward))
-
     async def play(self, task: Task, extra_system: str, wm: Callable[[str], str] | None) -> Played:
         """One episode of ``task`` through the benchmark's loop, on a worker thread.
 
