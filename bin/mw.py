@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
@@ -195,6 +195,24 @@ def _tag(tag: str) -> str:
     return check_tag(tag)
 
 
+Command = Callable[[argparse.Namespace], int]
+
+
+def _named_scenario(command: Command) -> Command:
+    """``command``, refusing a scenario argument that is no name before anything uses it.
+
+    A scenario names folders and files, and the default tag starts with it.
+    """
+
+    def checked(args: argparse.Namespace) -> int:
+        from mw_actors import check_scenario
+
+        check_scenario(args.scenario)
+        return command(args)
+
+    return checked
+
+
 def _smollm2_cache() -> Path:
     """Where the smollm2 engine keeps its safetensors snapshot: the user's cache."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -337,7 +355,9 @@ def _dataset(flag: Path | None, scenario: str, runs: Path) -> Path:
     """
     if flag is not None:
         return Path(flag)  # absolute already: the flag's type made it so
-    if not scenario.startswith("synthetic_"):
+    from mw_actors.serve_learn import is_synthetic
+
+    if not is_synthetic(scenario):
         raise ConfigError(
             f"scenario {scenario!r} needs --dataset",
             hint="pass --dataset DIR (a ServeLearnBench dataset/ folder), or use synthetic_l1",
@@ -347,9 +367,9 @@ def _dataset(flag: Path | None, scenario: str, runs: Path) -> Path:
 
 def _ensure_dataset(dataset: Path, scenario: str) -> Path:
     """The built-in generator's export of a synthetic scenario, written if it is missing."""
-    from mw_actors.serve_learn import write_synthetic
+    from mw_actors.serve_learn import is_synthetic, write_synthetic
 
-    if scenario.startswith("synthetic_") and not (dataset / "data" / scenario).is_dir():
+    if is_synthetic(scenario) and not (dataset / "data" / scenario).is_dir():
         write_synthetic(dataset, scenario)
     return dataset
 
@@ -1089,7 +1109,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
     plan.add_argument("--schedule", choices=["mw", "slb"], default="mw", help="(default mw)")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
-    plan.set_defaults(func=_plan)
+    plan.set_defaults(func=_named_scenario(_plan))
 
     serve_run = serve_commands.add_parser("run", help="run (or --resume) a campaign")
     _campaign_options(serve_run, tag="the run's name (default $MW_TAG, else scenario-time)")
@@ -1106,17 +1126,17 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check every setting (scenario, models, keys, prices, ports), start nothing",
     )
-    serve_run.set_defaults(func=_serve_learn_run)
+    serve_run.set_defaults(func=_named_scenario(_serve_learn_run))
 
     submit = serve_commands.add_parser("submit", help="hand a campaign to the running daemon")
     _campaign_options(submit, tag="the run's name (default $MW_TAG)")
-    submit.set_defaults(func=_serve_learn_submit)
+    submit.set_defaults(func=_named_scenario(_serve_learn_submit))
 
     manual = serve_commands.add_parser(
         "test", help="manual test mode: test the windows whose checkpoint exists now"
     )
     _campaign_options(manual, tag="the campaign to test (default $MW_TAG)", manual=True)
-    manual.set_defaults(func=_serve_learn_test)
+    manual.set_defaults(func=_named_scenario(_serve_learn_test))
 
     daemon = commands.add_parser("daemon", help="run campaigns in the background")
     daemon_commands = daemon.add_subparsers(dest="daemon_command", required=True)

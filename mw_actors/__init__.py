@@ -86,7 +86,7 @@ from ._reserver import (
     ReserverClient,
     rebuild_budget,
 )
-from ._tags import TAG_PATTERN, check_tag
+from ._tags import TAG_PATTERN, check_scenario, check_tag
 
 __all__ = [
     "BRUTAL_KILL",
@@ -161,6 +161,7 @@ __all__ = [
     "SupervisorStatistics",
     "SystemClock",
     "VirtualClock",
+    "check_scenario",
     "check_tag",
     "fail_after",
     "move_on_after",

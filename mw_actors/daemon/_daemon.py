@@ -158,17 +158,22 @@ class _Campaign:
         self.allocation_usd = ""  # known once the runner is built
 
     def starting(self) -> dict[str, Any]:
-        """The status of a campaign whose journal does not exist yet: running, nothing done."""
+        """The status of a campaign whose journal does not exist yet.
+
+        Running, nothing done; or failed with its error, if it ended before it wrote one.
+        """
         status = CampaignStatus(
             tag=self.tag,
             kind=self.kind,  # type: ignore[arg-type]
-            state="running",
+            state="failed" if self.done.is_set() else "running",
             progress=Progress(),
             spend_usd={"host": "0", "learner": "0"},
             allocation_usd=self.allocation_usd,
             open_actor_runs=0,
         )
         result: dict[str, Any] = msgspec.to_builtins(status)
+        if self.done.is_set():
+            result["error"] = self.error or "it ended before it wrote its journal"
         return result
 
     def attach_runtime(self, runtime: Runtime) -> None:
@@ -184,6 +189,7 @@ class Daemon:
         self.paths = DaemonPaths(runs)
         self.options = options
         self.campaigns: dict[str, _Campaign] = {}
+        self._checking: set[str] = set()  # tags whose Submit is being checked
         self.subscribers: list[_Subscriber] = []
         self.stopping = anyio.Event()
         self._lock_fd: int | None = None
@@ -357,11 +363,11 @@ class Daemon:
         if hasattr(request, "tag"):  # before the tag names any file
             check_tag(request.tag)
         if isinstance(request, Submit):
-            return self._submit(
+            return await self._submit(
                 request.kind, request.tag, request.spec, resume=False, secrets=request.secrets
             )
         if isinstance(request, ListCampaigns):
-            return [self._status(tag) for tag in sorted(self._known())]
+            return [self._listed(tag) for tag in sorted(self._known())]
         if isinstance(request, Status):
             return self._status(request.tag)
         if isinstance(request, Cancel):
@@ -386,7 +392,7 @@ class Daemon:
             stopped = campaign_status(self.runs / request.tag).state == "failed"
             if not stopped and not (known is not None and known.cancelled):
                 raise ConfigError(f"campaign {request.tag!r} has nothing to resume")
-            return self._submit("serve-learn", request.tag, data["spec"], resume=True)
+            return await self._submit("serve-learn", request.tag, data["spec"], resume=True)
         if isinstance(request, Tail):
             journal = self.runs / request.tag / "journal"
             if not journal.is_dir():
@@ -401,11 +407,25 @@ class Daemon:
         registered = {p.stem for p in self.paths.registry.glob("*.json")}
         return registered | set(self.campaigns)
 
+    def _listed(self, tag: str) -> dict[str, Any]:
+        """``tag``'s status; one that cannot be read is listed as failed, with why."""
+        try:
+            return self._status(tag)
+        except (MwError, OSError) as exc:
+            try:
+                kind = str(_read_entry(self.paths.registry / f"{tag}.json")["kind"])
+            except (OSError, ValueError, KeyError):
+                kind = "serve-learn"
+            campaign = _Campaign(kind, tag, {})
+            campaign.done.set()
+            campaign.error = exc.render() if isinstance(exc, MwError) else repr(exc)
+            return campaign.starting()
+
     def _status(self, tag: str) -> dict[str, Any]:
         run = self.runs / tag
         campaign = self.campaigns.get(tag)
         if not (run / "journal").is_dir():
-            if campaign is not None and not campaign.done.is_set():
+            if campaign is not None:
                 return campaign.starting()
             raise ConfigError(f"no campaign {tag!r} under {self.runs}")
         try:
@@ -430,7 +450,7 @@ class Daemon:
 
     # -- campaigns ----------------------------------------------------------------
 
-    def _submit(
+    async def _submit(
         self,
         kind: str,
         tag: str,
@@ -439,13 +459,19 @@ class Daemon:
         resume: bool,
         secrets: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        if tag in self.campaigns and not self.campaigns[tag].done.is_set():
+        """Check ``spec`` whole, then register and start it; a refused one leaves no trace."""
+        running = tag in self.campaigns and not self.campaigns[tag].done.is_set()
+        if running or tag in self._checking:
             raise ConfigError(f"campaign {tag!r} is already running")
         if not resume and (self.runs / tag).exists():
             raise ConfigError(
                 f"run directory {self.runs / tag} already exists", hint="pick another tag"
             )
-        runner, allocation = self._runner(kind, tag, spec, resume, secrets or {})
+        self._checking.add(tag)  # a second Submit of the tag while this one is checked
+        try:
+            runner, allocation = await self._runner(kind, tag, spec, resume, secrets or {})
+        finally:
+            self._checking.discard(tag)
         entry = self.paths.registry / f"{tag}.json"
         entry.write_text(json.dumps({"kind": kind, "tag": tag, "spec": spec}, indent=1))
         campaign = _Campaign(kind, tag, spec)
@@ -461,14 +487,20 @@ class Daemon:
         self.publish(tag, "resumed" if resume else "submitted", kind=kind)
         return campaign.starting()
 
-    def _runner(
+    async def _runner(
         self, kind: str, tag: str, spec: dict[str, Any], resume: bool, secrets: Mapping[str, str]
     ) -> tuple[Callable[[], Any], str]:
-        """What runs the campaign, and its allocation in USD."""
+        """What runs the campaign, and its allocation in USD; every check is made here.
+
+        The checks that read files (the dataset, a resumed journal) run on a worker
+        thread, so that other clients are answered meanwhile.
+        """
         if kind == "serve-learn":
             from ..serve_learn import (
                 CampaignSpec,
                 Submission,
+                check_campaign,
+                is_synthetic,
                 keys_for,
                 run_campaign,
                 write_synthetic,
@@ -478,11 +510,11 @@ class Daemon:
             settings = submission.settings()  # every field checked before anything is written
             scenario = submission.scenario
             if submission.dataset is None:
-                if not scenario.startswith("synthetic_"):
+                if not is_synthetic(scenario):
                     raise ConfigError(f"scenario {scenario!r} needs a dataset")
                 dataset_dir = self.runs / ".datasets"
                 if not (dataset_dir / "data" / scenario).is_dir():
-                    write_synthetic(dataset_dir, scenario)
+                    await anyio.to_thread.run_sync(write_synthetic, dataset_dir, scenario)
             else:
                 dataset_dir = Path(submission.dataset)
             # Keys come with the submission (memory only), else from the daemon's own
@@ -499,6 +531,7 @@ class Daemon:
                 resume=resume,
                 **settings,
             )
+            await anyio.to_thread.run_sync(check_campaign, campaign_spec)
             return (lambda: run_campaign(campaign_spec)), str(campaign_spec.allocation_usd)
         if kind == "editing":
             from ..editing import load_config
@@ -553,7 +586,7 @@ class Daemon:
             return
         if data["kind"] == "serve-learn":
             log.info("campaign_resumed", tag=tag)
-            self._submit("serve-learn", tag, data["spec"], resume=True)
+            await self._submit("serve-learn", tag, data["spec"], resume=True)
         else:
             await _mark_unknown(run)
 

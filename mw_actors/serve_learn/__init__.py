@@ -18,6 +18,7 @@ from ._backends import (
 from ._campaign import run_campaign
 from ._checks import Journaled, check_campaign, read_journaled
 from ._codex import CodexInstall, find_codex
+from ._engines import is_synthetic
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
@@ -58,6 +59,7 @@ __all__ = [
     "averages",
     "check_campaign",
     "find_codex",
+    "is_synthetic",
     "keys_for",
     "load_launch_config",
     "make_method",

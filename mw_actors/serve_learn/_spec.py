@@ -21,7 +21,7 @@ from mw_errors import ConfigError
 
 from .._convert import convert
 from .._reserver import BUDGET_RECORDS
-from .._tags import check_tag
+from .._tags import check_scenario, check_tag
 from ..provider import (
     Latency,
 )
@@ -84,9 +84,11 @@ class CampaignSpec:
         """Refuse what no campaign can run with, before anything is written.
 
         Raises:
-            ConfigError: a tag that is not a run name, or a number out of its range.
+            ConfigError: a tag that is not a run name, a scenario name that is not a
+                path segment, or a number out of its range.
         """
         check_tag(self.tag)
+        check_scenario(self.scenario)
         if self.concurrency < 1:
             raise ConfigError(
                 f"concurrency {self.concurrency} must be at least 1",
@@ -158,6 +160,9 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reasoning_effort: str | msgspec.UnsetType | None = msgspec.UNSET
     schedule: Schedule | msgspec.UnsetType = msgspec.UNSET
     judge_model: str | msgspec.UnsetType = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        check_scenario(self.scenario)  # it names folders before a CampaignSpec exists
 
     @classmethod
     def from_spec(cls, spec: CampaignSpec) -> Submission:

@@ -28,7 +28,7 @@ from mw_actors.daemon import (
     connect,
     subscribe,
 )
-from mw_errors import ConfigError, DaemonError
+from mw_errors import ConfigError, DaemonError, MwError
 from tests.processes import mw, runnable_by_others, synthetic_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,7 +363,6 @@ async def test_a_submitted_spec_is_decoded_whole_and_a_bad_field_is_refused_by_n
     runs: Path,
 ) -> None:
     from mw_actors.daemon import ListCampaigns, Submit
-    from mw_errors import MwError
 
     daemon = Daemon(runs, DaemonOptions())
     bad = {
@@ -389,6 +388,12 @@ async def test_a_submitted_spec_is_decoded_whole_and_a_bad_field_is_refused_by_n
             "per token",
         ),
         "no scenario": ({"method": "blind"}, "scenario"),
+        "a scenario that is a path": ({"scenario": "../../etc", "dataset": "/x"}, "scenario"),
+        "a synthetic path": ({"scenario": "synthetic_/../../x"}, "scenario"),
+        "a dataset without the scenario": (
+            {"scenario": "synthetic_l9", "dataset": "/nonexistent"},
+            "has no scenario",
+        ),
     }
     with anyio.fail_after(60):  # a spec wrongly taken would start a campaign, not end here
         async with anyio.create_task_group() as tg:
@@ -402,3 +407,24 @@ async def test_a_submitted_spec_is_decoded_whole_and_a_bad_field_is_refused_by_n
                 assert await control.request(ListCampaigns()) == []  # nothing was registered
             daemon.stop()
     assert not (runs / "bad").exists()
+
+
+@pytest.mark.anyio
+async def test_a_registered_campaign_without_a_run_is_listed_as_failed(runs: Path) -> None:
+    """A daemon killed between registering a campaign and its first record leaves an entry."""
+    from mw_actors.daemon import DaemonPaths, ListCampaigns, Status
+
+    DaemonPaths(runs).registry.mkdir(parents=True)
+    entry = {"kind": "serve-learn", "tag": "lost", "spec": {"scenario": "synthetic_l1"}}
+    (DaemonPaths(runs).registry / "lost.json").write_text(json.dumps(entry))
+    daemon = Daemon(runs, DaemonOptions())
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.serve)
+            async with connect(runs) as control:
+                (listed,) = await control.request(ListCampaigns())
+                with pytest.raises(MwError, match="no campaign 'lost'"):
+                    await control.request(Status(tag="lost"))
+            daemon.stop()
+    assert listed["tag"] == "lost" and listed["state"] == "failed"
+    assert "no campaign 'lost'" in listed["error"]
