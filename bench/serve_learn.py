@@ -9,8 +9,9 @@ one provider process and one deterministic player: ``slb run`` itself (8
 workers), mw pipelined (its own schedule), and mw with ``--schedule slb``. It
 prints each one's wall-clock, whether its per-task rewards equal slb run's,
 its cost (priced from the rows' tokens; mw's also from its wire ledger) and
-mw's overhead per episode. Goal: mw <= 0.75x slb run's wall-clock at identical
-rewards and cost.
+mw's overhead per episode, and the floor: the episodes' summed durations over
+8 workers, which no order of them 8 at a time can beat. Goal: mw <= 0.75x slb
+run's wall-clock at identical rewards and cost.
 
 The local provider emulates a realistic latency (0.5 s to the first token, 50
 tokens/s). Orders:
@@ -49,10 +50,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import meters  # noqa: E402
+from mw_actors import BUDGET_RECORDS, read_journal  # noqa: E402
 from mw_actors.provider import LOCAL_PRICES, Latency  # noqa: E402
 from mw_actors.serve_learn import (  # noqa: E402
+    SERVE_LEARN_RECORDS,
     CampaignSpec,
     Endpoint,
+    EpisodeEnded,
+    EpisodeStarted,
     run_campaign,
     score_file,
     write_synthetic,
@@ -112,6 +117,19 @@ def _episodes(path: Path) -> dict[tuple[str, str], float]:
     return {(r["phase"], r["task_id"]): r["reward"] for r in rows}
 
 
+def _episode_seconds(journal: Path) -> float:
+    """The sum of the episodes' wall-clock durations, from their journal records."""
+    began: dict[tuple[str, str], float] = {}
+    total = 0.0
+    for entry in read_journal(journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]):
+        rec = entry.rec
+        if isinstance(rec, EpisodeStarted):
+            began[(rec.phase, rec.task_id)] = entry.t
+        elif isinstance(rec, EpisodeEnded) and (rec.phase, rec.task_id) in began:
+            total += entry.t - began.pop((rec.phase, rec.task_id))
+    return total
+
+
 def bench_slb(args: argparse.Namespace) -> None:
     """banking_l1 with the benchmark's methods: slb run against mw, in one run."""
     dataset = ROOT / "tests" / "data" / "servelearnbench"
@@ -135,7 +153,7 @@ def bench_slb(args: argparse.Namespace) -> None:
             wall = time.perf_counter() - began
             theirs = _episodes(out)
             rows = [json.loads(line) for line in out.read_text().splitlines()][1:]
-            table.append((f"slb run {method}", wall, True, _priced(rows), "-", len(rows), "-"))
+            table.append((f"slb run {method}", wall, True, _priced(rows), "-", len(rows), "-", "-"))
             for schedule in ("mw", "slb"):
                 spec = CampaignSpec(
                     tag=f"{method}-{schedule}", scenario="banking_l1", dataset=dataset,
@@ -150,21 +168,31 @@ def bench_slb(args: argparse.Namespace) -> None:
                 finished = json.loads(run.run_log.read_text().splitlines()[-1])["finished"]
                 same = _episodes(run.results) == theirs
                 overhead = f"{finished['runtime_overhead_ms_mean']:.2f} ms"
+                # No run of these episodes at 8 at a time can end sooner than their work / 8.
+                floor = _episode_seconds(run.root / "journal") / 8
                 label = f"mw slb:{method} --schedule {schedule}"
-                table.append((label, wall, same, _priced(rows), ledger, len(rows), overhead))
+                table.append((label, wall, same, _priced(rows), ledger, len(rows), overhead, floor))
     print(f"latency: {args.ttft} s to the first token, {args.tps:.0f} tokens/s; banking_l1 "
           f"windows {args.windows}; slb run 8 workers, mw concurrency 8 (pipelined)\n")  # fmt: skip
     print(
         f"| {'run':<32} | {'wall':>8} | {'vs slb':>6} | {'rewards = slb':>13} | "
-        f"{'cost (tokens)':>13} | {'cost (ledger)':>13} | {'episodes':>8} | overhead/ep |"
+        f"{'cost (tokens)':>13} | {'cost (ledger)':>13} | {'episodes':>8} | overhead/ep | "
+        f"{'work / 8':>8} | {'floor vs slb':>12} |"
     )
-    widths = (34, 10, 8, 15, 15, 15, 10, 13)
+    widths = (34, 10, 8, 15, 15, 15, 10, 13, 10, 14)
     print("|" + "|".join("-" * w for w in widths) + "|")
     base = 0.0
-    for label, wall, same, cost, ledger, n, overhead in table:
+    for label, wall, same, cost, ledger, n, overhead, floor in table:
         base = wall if label.startswith("slb run") else base
+        bound = "-" if isinstance(floor, str) else f"{floor:7.1f}s"
+        versus = "-" if isinstance(floor, str) else f"{floor / base:.2f}x"
         print(f"| {label:<32} | {wall:7.1f}s | {wall / base:5.2f}x | {same!s:>13} | "
-              f"{meters.usd(cost):>13} | {ledger:>13} | {n:>8} | {overhead:>11} |")  # fmt: skip
+              f"{meters.usd(cost):>13} | {ledger:>13} | {n:>8} | {overhead:>11} | "
+              f"{bound:>8} | {versus:>12} |")  # fmt: skip
+    print(
+        "\nwork / 8: the episodes' summed durations over 8 workers, the least wall-clock any"
+        " order of them at 8 at a time can take; floor vs slb: that bound over slb run's."
+    )
 
 
 def main() -> None:
