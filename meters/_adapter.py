@@ -19,7 +19,7 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from ._usage import SSEParser
@@ -378,14 +378,3 @@ class ChatToResponses:
     @property
     def chat_usage(self) -> Any:
         return self._usage
-
-
-async def adapt_stream(
-    chunks: AsyncIterator[bytes], translator: ChatToResponses
-) -> AsyncIterator[bytes]:
-    """Translate a Chat SSE byte stream into Responses SSE bytes (used by the meter)."""
-    async for chunk in chunks:
-        out = b"".join(translator.feed(chunk))
-        if out:
-            yield out
-    yield b"".join(translator.finish())

@@ -46,10 +46,6 @@ class MailboxStatistics(msgspec.Struct, frozen=True):
     closed: bool
 
 
-class _EndOfMailbox(Exception):
-    pass
-
-
 class Mailbox(Generic[T]):
     """A bounded FIFO with back-pressure, overflow policies and dead-letter accounting.
 

@@ -27,7 +27,7 @@ import contextlib
 import itertools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import msgspec
@@ -72,9 +72,6 @@ from ._spec import (
     Strategy,
     SupervisorSpec,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["ChildInfo", "Supervisor", "SupervisorRef", "SupervisorStatistics", "supervisor"]
 

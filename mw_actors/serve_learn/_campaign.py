@@ -22,6 +22,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -66,11 +67,12 @@ async def run_campaign(
     Raises:
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
-    scenario, schedule = checked(spec)
+    # File work runs on worker threads: a daemon runs other campaigns on this loop.
+    scenario, schedule = await anyio.to_thread.run_sync(checked, spec)
     if spec.method == "mwm" and spec.learner_backend == "codex":
         await sandbox.self_test("bwrap")  # trusted only once it proves its isolation here
     await probe_endpoints(spec, spec.models())
-    run = prepare_run(spec)
+    run = await anyio.to_thread.run_sync(prepare_run, spec)
     with campaign_lock(run.root):
         return await _run(spec, run, scenario, schedule, on_started)
 
@@ -82,18 +84,18 @@ async def _run(
     schedule: Plan,
     on_started: Callable[[], None] | None,
 ) -> RunDir:
-    journaled = read_journaled(run.root)
+    journaled = await anyio.to_thread.run_sync(read_journaled, run.root)
     raised = spec.allocation_add
     if raised:
         spec = dataclasses.replace(
             spec, allocation_usd=spec.allocation_usd + raised, allocation_add=Decimal(0)
         )
     shared = Shared(spec, run, scenario, schedule)
-    interrupted = restore(shared)
+    interrupted = await anyio.to_thread.run_sync(restore, shared)
     # The reserver settles what the host meter already wrote down but did not settle;
     # the meter then writes off, as `lost`, what it left in flight (see docs/design/meters.md).
     ledger_path = run.root / "ledger.jsonl"
-    ledger = meters.read_ledger(ledger_path) if ledger_path.exists() else []
+    ledger = await anyio.to_thread.run_sync(_read_ledger, ledger_path)
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", run.root, services)
         async with open_runtime(
@@ -151,7 +153,9 @@ async def _run(
                     rt, "judge-meter", judge_config, 0, ReserverClient(reserver)
                 )
                 judge = JudgeLink(judge_port, spec.wire_model(spec.judge_model))
-            stamp_run_log(spec, run, schedule, meter_port, learner_port)
+            await anyio.to_thread.run_sync(
+                stamp_run_log, spec, run, schedule, meter_port, learner_port
+            )
             model = spec.wire_model(spec.model)
             async with shared.engine.connected(meter_port, model, spec.reasoning_effort, judge):
                 campaign = await rt.root.start_child(
@@ -196,5 +200,9 @@ async def _run(
             }
             await append_line(run.run_log, json.dumps({"finished": finished}))
         services.cancel_scope.cancel()
-    write_outputs(run, spec)
+    await anyio.to_thread.run_sync(write_outputs, run, spec)
     return run
+
+
+def _read_ledger(path: Path) -> list[meters.LedgerLine]:
+    return meters.read_ledger(path) if path.exists() else []

@@ -81,11 +81,11 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         shared = Shared(spec, manual, scenario, schedule)
         # The campaign's checkpoints, as its journal says they are now (read only); the
         # manual run's own episodes, from its own journal.
-        interrupted = restore(shared, checkpoints=campaign)
+        interrupted = await anyio.to_thread.run_sync(lambda: restore(shared, checkpoints=campaign))
         async with open_journal(manual.journal, record_types=RECORDS) as journal:
             await end_interrupted(shared, journal, interrupted)
             tested, skipped, earlier = await _test_ready_windows(shared, journal)
-    write_outputs(manual, spec)
+    await anyio.to_thread.run_sync(write_outputs, manual, spec)
     return ManualReport(manual, tested, skipped, earlier)
 
 
