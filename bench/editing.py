@@ -187,7 +187,7 @@ def bench_rss(student: Path, config: Path, tmp: Path) -> None:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "bin.wsm_grader"],
+        [sys.executable, "-m", "mw_actors.editing.grader"],
         input=json.dumps(request).encode(),
         capture_output=True,
         cwd=ROOT,

@@ -9,6 +9,8 @@ can be regraded against its receipt. See docs/design/editing.md.
 Nothing here imports torch at import time: preflight and report run without it.
 """
 
+from .._hashing import file_sha256, payload_sha256
+from .._smollm2 import SnapshotManifest, import_smollm2
 from ._actions import ACTIONS_SCHEMA_VERSION, ActionsFile, Finish, RunPython, Undo, load_actions
 from ._campaign import CampaignOptions, prepare_run, run_campaign
 from ._config import (
@@ -22,14 +24,12 @@ from ._config import (
 )
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
-from ._hashing import file_sha256, payload_sha256
 from ._layout import RunLayout
 from ._preflight import PreflightReport, preflight
 from ._records import EDITING_RECORDS, Receipt, TrialEnded
 from ._regrade import RegradeOutcome, regrade
 from ._render import render_html, render_markdown
 from ._report import Report, build_report, render_json
-from ._smollm2 import SnapshotManifest, import_smollm2
 
 __all__ = [
     "ACTIONS_SCHEMA_VERSION",

@@ -59,6 +59,7 @@ from .._core._journal import Journal
 from .._core._runtime import open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
+from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
 from .._metering import MeterActor, MeterPlace
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
@@ -67,7 +68,6 @@ from ._config import Grading, Loaded, Trial
 from ._datasets import read_cases, split
 from ._editors import EditContext, run_agent, run_scripted
 from ._grading import GradeAnswer, GradeRequest, GradeResult
-from ._hashing import file_sha256, payload_sha256
 from ._layout import RunLayout
 from ._policy import run_policy
 from ._preflight import check_runtime, load_checked_policy, preflight, trial_envelope
@@ -95,7 +95,7 @@ class CampaignOptions:
 
     local_trusted: bool = False
     bwrap: Path | None = None
-    grader_argv: tuple[str, ...] = (sys.executable, "-m", "bin.wsm_grader")
+    grader_argv: tuple[str, ...] = (sys.executable, "-m", "mw_actors.editing.grader")
     omp_num_threads: str | None = None
     git_commit: str = "unknown"
     python: str = sys.executable

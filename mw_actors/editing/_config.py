@@ -224,7 +224,7 @@ def load_config(path: str | Path) -> Loaded:
     Raises:
         ConfigError: the file is missing, malformed, or inconsistent (one line says where).
     """
-    from ._hashing import file_sha256
+    from .._hashing import file_sha256
 
     path = Path(path)
     try:

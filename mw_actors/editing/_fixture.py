@@ -23,10 +23,10 @@ import msgspec
 
 from mw_errors import ConfigError
 
+from .._hashing import file_sha256, payload_sha256
+from .._smollm2 import SNAPSHOT_FILES
 from ._actions import ACTIONS_SCHEMA_VERSION
 from ._config import CONFIG_SCHEMA_VERSION
-from ._hashing import file_sha256, payload_sha256
-from ._smollm2 import SNAPSHOT_FILES
 
 __all__ = ["FIXTURE_PRICES", "write_fixture"]
 

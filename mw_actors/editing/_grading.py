@@ -1,7 +1,7 @@
 """Grading: the messages between host and grader process, and the grader itself.
 
 The host never grades in its own process. It starts the grader (``python -m
-bin.wsm_grader``), writes one :class:`GradeRequest` to its stdin, and reads one
+mw_actors.editing.grader``), writes one :class:`GradeRequest` to its stdin, and reads one
 :class:`GradeAnswer` from its stdout. The grader:
 
 1. computes the runtime fingerprint and, for a regrade, refuses before
@@ -26,8 +26,8 @@ import msgspec
 
 from mw_errors import FingerprintMismatch, GradingFailed, IntegrityError, MwError
 
+from .._hashing import file_sha256
 from ._datasets import read_cases
-from ._hashing import file_sha256
 
 __all__ = [
     "GRADER_VERSION",

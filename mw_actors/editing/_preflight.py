@@ -14,10 +14,10 @@ import msgspec
 from meters import usd
 from mw_errors import ConfigError
 
+from .._hashing import verify_file
 from ._actions import load_actions
 from ._config import Loaded, PolicyFile, load_policy
 from ._datasets import check_partitions, read_cases
-from ._hashing import verify_file
 
 __all__ = ["PreflightReport", "preflight", "trial_envelope"]
 

