@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mw_errors import ConfigError, MwError
+from mw_errors import ConfigError
 
 from ._common import absolute_path, bwrap_override, git_commit, run_command
 
@@ -29,22 +29,12 @@ class _DaemonProcess:
     """The demo's daemon: a real process, started and stopped as the commands do it."""
 
     def start(self, runs: Path) -> str:
-        import contextlib
-        import io
+        from mw_actors.daemon import start_detached
 
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            _daemon_start(argparse.Namespace(runs=str(runs), timeout=60.0))
-        return out.getvalue().strip()
+        return start_detached(runs, *_daemon_command(runs)).describe()
 
     def stop(self, runs: Path) -> str:
-        import contextlib
-        import io
-
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            _daemon_stop(argparse.Namespace(runs=str(runs)))
-        return out.getvalue().strip()
+        return _stopped(runs)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -323,10 +313,12 @@ def _plan(args: argparse.Namespace) -> int:
 
     import msgspec
 
-    from mw_actors.serve_learn import plan, read_scenario
+    from mw_actors.serve_learn import dataset_for, ensure_synthetic, plan, read_scenario
 
     with tempfile.TemporaryDirectory() as temp:  # a synthetic scenario is generated there
-        dataset = _ensure_dataset(_dataset(args.dataset, args.scenario, Path(temp)), args.scenario)
+        dataset = ensure_synthetic(
+            dataset_for(args.scenario, args.dataset, Path(temp)), args.scenario
+        )
         schedule = plan(
             read_scenario(dataset, args.scenario),
             _train_split(args.train_split),
@@ -346,32 +338,6 @@ def _plan(args: argparse.Namespace) -> int:
             f"{w.last_position}, tested on v{w.test_version} ({w.unlearned} unlearned)"
         )
     return 0
-
-
-def _dataset(flag: Path | None, scenario: str, runs: Path) -> Path:
-    """``--dataset``, or for a synthetic scenario where the built-in generator's export goes.
-
-    The export is written by :func:`_ensure_dataset`, once the campaign is checked.
-    """
-    if flag is not None:
-        return Path(flag)  # absolute already: the flag's type made it so
-    from mw_actors.serve_learn import is_synthetic
-
-    if not is_synthetic(scenario):
-        raise ConfigError(
-            f"scenario {scenario!r} needs --dataset",
-            hint="pass --dataset DIR (a ServeLearnBench dataset/ folder), or use synthetic_l1",
-        )
-    return runs / ".datasets"
-
-
-def _ensure_dataset(dataset: Path, scenario: str) -> Path:
-    """The built-in generator's export of a synthetic scenario, written if it is missing."""
-    from mw_actors.serve_learn import is_synthetic, write_synthetic
-
-    if is_synthetic(scenario) and not (dataset / "data" / scenario).is_dir():
-        write_synthetic(dataset, scenario)
-    return dataset
 
 
 def _wm_port() -> int | None:
@@ -404,7 +370,13 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
     Every remote model's endpoint is resolved and its key read here: only ``bin/``
     reads the environment, and the key goes nowhere but the spec's memory.
     """
-    from mw_actors.serve_learn import LaunchConfig, keys_for, load_launch_config, resolve_endpoint
+    from mw_actors.serve_learn import (
+        LaunchConfig,
+        keys_for,
+        load_launch_config,
+        models_reached,
+        resolve_endpoint,
+    )
 
     config = load_launch_config(Path(args.config)) if args.config else LaunchConfig(source="")
     if config.scenario is not None and config.scenario != args.scenario:
@@ -448,10 +420,7 @@ def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
         "judge_model": judge_model,
     }
     endpoints = {}
-    reached = [model, learner_model] if method == "mwm" else [model]
-    if args.scenario.startswith("pitch"):
-        reached.append(judge_model)
-    for name in dict.fromkeys(reached):
+    for name in models_reached(args.scenario, method, model, learner_model, judge_model):
         endpoint = resolve_endpoint(name, config.backends, os.environ)
         if endpoint is not None:
             endpoints[name] = endpoint
@@ -486,7 +455,14 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from mw_actors.serve_learn import CampaignSpec, check_campaign, run_campaign, score_file
+    from mw_actors.serve_learn import (
+        CampaignSpec,
+        check_campaign,
+        dataset_for,
+        ensure_synthetic,
+        run_campaign,
+        score_file,
+    )
 
     runs = _runs_dir(args.runs)
     tag = _tag(
@@ -502,14 +478,14 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
         spec = CampaignSpec(
             tag=tag,
             scenario=args.scenario,
-            dataset=_dataset(args.dataset, args.scenario, runs),
+            dataset=dataset_for(args.scenario, args.dataset, runs),
             runs=runs,
             resume=args.resume,
             wm_port=_wm_port(),
             allocation_add=_allocation_add(args),
             **_campaign_settings(args),  # before anything is written
         )
-    _ensure_dataset(spec.dataset, spec.scenario)
+    ensure_synthetic(spec.dataset, spec.scenario)
     if args.check:
         schedule = check_campaign(spec)
         print(
@@ -553,7 +529,7 @@ def _resume_spec(args: argparse.Namespace, runs: Path, tag: str) -> Any:
     """
     import msgspec
 
-    from mw_actors.serve_learn import CampaignSpec, keys_for, read_journaled
+    from mw_actors.serve_learn import CampaignSpec, dataset_for, keys_for, read_journaled
 
     submission = read_journaled(runs / tag).submission()
     if submission is None:
@@ -586,7 +562,7 @@ def _resume_spec(args: argparse.Namespace, runs: Path, tag: str) -> Any:
     journaled["secrets"] = keys_for(journaled.get("endpoints", {}).values(), os.environ.get)
     dataset = Path(submission.dataset) if submission.dataset else None
     if args.dataset or dataset is None or not dataset.is_dir():
-        dataset = _dataset(args.dataset, args.scenario, runs)
+        dataset = dataset_for(args.scenario, args.dataset, runs)
     return CampaignSpec(
         tag=tag,
         scenario=args.scenario,
@@ -609,7 +585,13 @@ def _allocation_add(args: argparse.Namespace) -> Decimal:
 def _serve_learn_test(args: argparse.Namespace) -> int:
     import anyio
 
-    from mw_actors.serve_learn import CampaignSpec, run_manual_tests, score_file
+    from mw_actors.serve_learn import (
+        CampaignSpec,
+        dataset_for,
+        ensure_synthetic,
+        run_manual_tests,
+        score_file,
+    )
 
     runs = _runs_dir(args.runs)
     tag = args.tag or os.environ.get("MW_TAG")
@@ -619,11 +601,11 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
     spec = CampaignSpec(
         tag=tag,
         scenario=args.scenario,
-        dataset=_dataset(args.dataset, args.scenario, runs),
+        dataset=dataset_for(args.scenario, args.dataset, runs),
         runs=runs,
         **_campaign_settings(args),
     )
-    _ensure_dataset(spec.dataset, spec.scenario)
+    ensure_synthetic(spec.dataset, spec.scenario)
     report = anyio.run(run_manual_tests, spec)
     for window in report.tested:
         print(f"window {window}: tested now")
@@ -637,33 +619,13 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
     return 0
 
 
-def _statuses(runs: Path, tags: list[str]) -> list[dict[str, Any]]:
-    """Each campaign's status: from the daemon when one runs, else from the journals.
-
-    The daemon adds what only it knows: live mailbox depths, cancellations.
-    """
-    import msgspec
-
-    from mw_actors.daemon import Status, campaign_status, daemon_running
-
-    if tags and daemon_running(runs):
-        try:
-            return [dict(a) for a in _daemon_requests(runs, [Status(tag=tag) for tag in tags])]
-        except MwError:  # the daemon went away or does not know it: read the journal
-            pass
-    return [msgspec.to_builtins(campaign_status(runs / tag)) for tag in tags]
-
-
 def _status(args: argparse.Namespace) -> int:
+    from mw_actors.daemon import campaign_tags
+    from mw_actors.daemon import statuses as read_statuses
+
     runs = _runs_dir(args.runs)
-    tags = (
-        [_tag(args.tag)]
-        if args.tag
-        else sorted(p.name for p in runs.iterdir() if (p / "journal").is_dir())
-        if runs.is_dir()
-        else []
-    )
-    statuses = _statuses(runs, tags)
+    tags = [_tag(args.tag)] if args.tag else sorted(campaign_tags(runs))
+    statuses = read_statuses(runs, tags)
     if args.json:
         print(json.dumps(statuses[0] if args.tag else statuses))
         return 0
@@ -737,142 +699,65 @@ def _dump_tasks() -> None:
     structlog.get_logger("mw.daemon").warning("task_tree", tasks=sorted(tasks))
 
 
-def _daemon_start(args: argparse.Namespace) -> int:
-    import subprocess
-    import time
+def _daemon_command(runs: Path) -> tuple[list[str], dict[str, str]]:
+    """How ``mw daemon start`` runs the daemon: ``mw daemon run``, and its environment.
 
-    from mw_actors.daemon import DaemonPaths, daemon_running
+    mw's source goes first on its path, and not the working directory (-P: nothing
+    under the runs directory is imported).
+    """
+    source = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, "-P", "-m", "bin.mw", "daemon", "run", "--runs", str(runs)]
+    return command, {**os.environ, "PYTHONPATH": path}
+
+
+def _daemon_start(args: argparse.Namespace) -> int:
+    from mw_actors.daemon import start_detached
 
     runs = _runs_dir(args.runs)
-    paths = DaemonPaths(runs)
-    if daemon_running(runs):
-        pid = paths.pid.read_text().strip() if paths.pid.exists() else "?"
-        raise ConfigError(
-            f"a daemon already runs for {runs} (pid {pid})",
-            hint=f"use it, or stop it with `mw daemon stop --runs {runs}`",
-        )
-    paths.home.mkdir(parents=True, mode=0o700, exist_ok=True)
-    source = Path(__file__).resolve().parents[1]
-    # The daemon works in its runs directory, with mw's source first on its path and not
-    # the working directory's (-P: nothing under the runs directory is imported).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(source),
-           os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    with open(paths.log, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "bin.mw", "daemon", "run", "--runs", str(runs)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            cwd=runs,
-            env=env,
-        )
-    deadline = time.monotonic() + args.timeout
-    while not daemon_running(runs):
-        failed = None
-        if process.poll() is not None:
-            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
-            failed = f"the daemon did not start: {tail[0]}"
-        elif time.monotonic() > deadline:
-            failed = f"the daemon did not listen on {paths.socket} within {args.timeout:g} s"
-        if failed is not None:
-            _end(process)  # never a daemon left running after a reported failure
-            raise ConfigError(failed, hint=f"see {paths.log}")
-        time.sleep(0.05)
-    print(f"mw daemon: pid {process.pid}, socket {paths.socket}, log {paths.log}")
+    print(start_detached(runs, *_daemon_command(runs), timeout=args.timeout).describe())
     return 0
 
 
-def _end(process: Any) -> None:
-    """Stop a daemon process that failed to start: SIGTERM, then SIGKILL after 10 s."""
-    import subprocess
+def _stopped(runs: Path) -> str:
+    from mw_actors.daemon import stop_detached
 
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _daemon_request(runs: Path, request: Any) -> Any:
-    return _daemon_requests(runs, [request])[0]
-
-
-def _daemon_requests(runs: Path, requests: list[Any]) -> list[Any]:
-    """The daemon's answers to ``requests``, asked in turn on one connection."""
-    import anyio
-
-    from mw_actors.daemon import connect
-
-    async def ask() -> list[Any]:
-        async with connect(runs) as connection:
-            return [await connection.request(request) for request in requests]
-
-    return anyio.run(ask)
+    pid = stop_detached(runs)
+    return f"mw daemon: none runs for {runs}" if pid is None else f"mw daemon: stopped (pid {pid})"
 
 
 def _daemon_stop(args: argparse.Namespace) -> int:
-    import time
-
-    from mw_actors.daemon import DaemonPaths, Shutdown, daemon_running
-
-    runs = _runs_dir(args.runs)
-    if not daemon_running(runs):
-        print(f"mw daemon: none runs for {runs}")
-        return 0
-    pid = DaemonPaths(runs).pid.read_text().strip()
-    _daemon_request(runs, Shutdown())
-    deadline = time.monotonic() + 90
-    while daemon_running(runs) or _alive(pid):
-        if time.monotonic() > deadline:
-            raise ConfigError(f"the daemon (pid {pid}) did not stop within 90 s")
-        time.sleep(0.05)
-    print(f"mw daemon: stopped (pid {pid})")
+    print(_stopped(_runs_dir(args.runs)))
     return 0
 
 
-def _alive(pid: str) -> bool:
-    """Whether ``pid`` runs (a zombie, whose parent is gone, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def _daemon_status(args: argparse.Namespace) -> int:
-    from mw_actors.daemon import DaemonPaths, ListCampaigns, daemon_running
+    from mw_actors.daemon import ListCampaigns, ask, daemon_pid, daemon_running
 
     runs = _runs_dir(args.runs)
     if not daemon_running(runs):
         print(f"mw daemon: none runs for {runs}")
         return 3
-    pid = DaemonPaths(runs).pid.read_text().strip()
-    campaigns = _daemon_request(runs, ListCampaigns())
-    print(f"mw daemon: pid {pid} serves {runs}; {len(campaigns)} campaigns")
+    (campaigns,) = ask(runs, [ListCampaigns()])
+    print(f"mw daemon: pid {daemon_pid(runs)} serves {runs}; {len(campaigns)} campaigns")
     for c in campaigns:
         print(f"  {c['tag']}: {c['kind']}, {c['state']}")
     return 0
 
 
 def _serve_learn_submit(args: argparse.Namespace) -> int:
-    import msgspec
-
-    from mw_actors.daemon import Submit
+    from mw_actors.daemon import Submit, ask
+    from mw_actors.serve_learn import Submission
 
     runs = _runs_dir(args.runs)
     tag = _tag(args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}")
     settings = _campaign_settings(args)
-    secrets = settings.pop("secrets")  # in the daemon's memory only, never its registry
-    settings["allocation_usd"] = str(settings["allocation_usd"])
-    spec: dict[str, Any] = {"scenario": args.scenario, **msgspec.to_builtins(settings)}
-    if spec["latency"] is None:
-        del spec["latency"]
-    if args.dataset:
-        spec["dataset"] = str(Path(args.dataset).resolve())
-    result = _daemon_request(runs, Submit(kind="serve-learn", tag=tag, spec=spec, secrets=secrets))
+    submission = Submission.from_settings(args.scenario, args.dataset, settings)
+    # The keys stay in the daemon's memory, never its registry.
+    submit = Submit(
+        kind="serve-learn", tag=tag, spec=submission.wire(), secrets=settings["secrets"]
+    )
+    (result,) = ask(runs, [submit])
     print(f"submitted {result['tag']} to the daemon for {runs}; watch it: mw status {tag}")
     return 0
 
@@ -880,45 +765,19 @@ def _serve_learn_submit(args: argparse.Namespace) -> int:
 def _attach(args: argparse.Namespace) -> int:
     import anyio
 
-    from mw_actors.daemon import Status, connect, daemon_running, subscribe
-    from mw_actors.daemon._attach import attach
+    from mw_actors.daemon import attach_campaign, campaign_tags
 
     runs = _runs_dir(args.runs)
     tag = None if args.tag is None else _tag(args.tag)
     if tag is None:
-        found = sorted(
-            (p for p in runs.glob("*") if (p / "journal").is_dir()),
-            key=lambda p: p.stat().st_mtime,
-        )
+        found = campaign_tags(runs)
         if not found:
             raise ConfigError(f"no campaign under {runs}", hint="pass --runs or a TAG")
-        tag = found[-1].name
-    run_dir = runs / tag
-
-    async def main() -> str:
-        if daemon_running(runs) and not args.once:
-            async with subscribe(runs) as events, connect(runs) as control:
-
-                async def depths() -> dict[str, int]:
-                    """Live mailbox depths, from the daemon running the campaign."""
-                    try:
-                        status = await control.request(Status(tag=tag))
-                    except MwError:
-                        return {}
-                    actors = status.get("actors") or {}
-                    return {
-                        name: actor["mailbox_depth"]
-                        for name, actor in actors.items()
-                        if actor.get("mailbox_depth") is not None
-                    }
-
-                return await attach(
-                    run_dir, events=events, until_done=args.until_done, depths=depths
-                )
-        return await attach(run_dir, once=args.once, until_done=args.until_done)
-
+        tag = found[-1]  # the newest
     try:
-        state = anyio.run(main)
+        state = anyio.run(
+            partial(attach_campaign, runs, tag, once=args.once, until_done=args.until_done)
+        )
     except KeyboardInterrupt:
         print(f"detached from {tag}; it keeps running")
         return 0

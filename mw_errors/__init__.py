@@ -9,6 +9,7 @@ The tree, drawn once::
 
     MwError
     ├── ConfigError                 bad input, refused at construction
+    │   └── CampaignStarting        the campaign runs, its start is not journaled yet
     ├── RuntimeClosed               the runtime is not running (any more)
     ├── ActorError
     │   ├── ActorExited             the actor died or stopped; pending asks fail with it
@@ -48,6 +49,7 @@ __all__ = [
     "ActorError",
     "ActorExited",
     "AskTimeout",
+    "CampaignStarting",
     "ConfigError",
     "DaemonError",
     "EditFailed",
@@ -98,6 +100,11 @@ class MwError(Exception):
 class ConfigError(MwError, ValueError):
     code = "config_invalid"
     hint = "fix the value named above and run again"
+
+
+class CampaignStarting(ConfigError):
+    code = "campaign_starting"
+    hint = "ask again in a moment: its checks and services take a few seconds"
 
 
 class RuntimeClosed(MwError):

@@ -6,8 +6,18 @@ campaign's journal and its lock. See docs/design/daemon.md.
 
 from mw_errors import DaemonError
 
+from ._attach import attach_campaign
 from ._client import DaemonPaths, connect, daemon_running, subscribe
 from ._daemon import Daemon, DaemonOptions, EditingSubmission, peer_uid
+from ._process import (
+    Detached,
+    ask,
+    campaign_tags,
+    daemon_pid,
+    start_detached,
+    statuses,
+    stop_detached,
+)
 from ._protocol import (
     PROTOCOL_VERSION,
     Cancel,
@@ -31,6 +41,7 @@ __all__ = [
     "DaemonError",
     "DaemonOptions",
     "DaemonPaths",
+    "Detached",
     "EditingSubmission",
     "Event",
     "ListCampaigns",
@@ -40,9 +51,16 @@ __all__ = [
     "Status",
     "Submit",
     "Tail",
+    "ask",
+    "attach_campaign",
     "campaign_status",
+    "campaign_tags",
     "connect",
+    "daemon_pid",
     "daemon_running",
     "peer_uid",
+    "start_detached",
+    "statuses",
+    "stop_detached",
     "subscribe",
 ]

@@ -23,13 +23,17 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from mw_errors import CampaignStarting, MwError
+
 from .._core._journal import read_journal
 from ..editing._records import CampaignStarted as EditingStarted
 from ..serve_learn._records import CampaignStarted as ServeLearnStarted
 from ..serve_learn._records import EpisodeEnded
+from ._client import connect, daemon_running, subscribe
+from ._protocol import Status
 from ._status import CAMPAIGN_RECORDS, campaign_status
 
-__all__ = ["attach", "render"]
+__all__ = ["attach", "attach_campaign", "render"]
 
 
 def _bar(done: int, total: int) -> Table:
@@ -41,9 +45,16 @@ def _bar(done: int, total: int) -> Table:
 def render(
     run_dir: Path, events: deque[str], depths: dict[str, int] | None = None
 ) -> tuple[Group, str]:
-    """One frame of the view, and the campaign's state; the journal is read once."""
+    """One frame of the view, and the campaign's state; the journal is read once.
+
+    A campaign that runs but has not journaled its start yet (its checks and
+    services take a moment) is shown as starting.
+    """
     entries = read_journal(run_dir / "journal", CAMPAIGN_RECORDS)
-    status = campaign_status(run_dir, entries)
+    try:
+        status = campaign_status(run_dir, entries)
+    except CampaignStarting:
+        return Group(Text(f"{run_dir.name}  (starting)", style="bold")), "running"
     records = [e.rec for e in entries]
     title = Text(f"{status.tag}  ({status.kind}, {status.state})", style="bold")
     progress = Table(title="progress", show_header=False, box=None)
@@ -132,3 +143,31 @@ async def attach(
                 live.update(frame)
         tg.cancel_scope.cancel()
     return state
+
+
+async def attach_campaign(
+    runs: Path, tag: str, *, once: bool = False, until_done: bool = False
+) -> str:
+    """:func:`attach` to campaign ``tag``, with the daemon's events and depths when one runs.
+
+    Without a daemon (or with ``once``) the view is the journal's alone.
+    """
+    run_dir = runs / tag
+    if once or not daemon_running(runs):
+        return await attach(run_dir, once=once, until_done=until_done)
+    async with subscribe(runs) as events, connect(runs) as control:
+
+        async def depths() -> dict[str, int]:
+            """Live mailbox depths, from the daemon running the campaign."""
+            try:
+                status = await control.request(Status(tag=tag))
+            except MwError:
+                return {}
+            actors = status.get("actors") or {}
+            return {
+                name: actor["mailbox_depth"]
+                for name, actor in actors.items()
+                if actor.get("mailbox_depth") is not None
+            }
+
+        return await attach(run_dir, events=events, until_done=until_done, depths=depths)

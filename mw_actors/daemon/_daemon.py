@@ -500,23 +500,18 @@ class Daemon:
                 CampaignSpec,
                 Submission,
                 check_campaign,
-                is_synthetic,
+                dataset_for,
+                ensure_synthetic,
                 keys_for,
                 run_campaign,
-                write_synthetic,
             )
 
             submission = Submission.decode(spec)
             settings = submission.settings()  # every field checked before anything is written
             scenario = submission.scenario
-            if submission.dataset is None:
-                if not is_synthetic(scenario):
-                    raise ConfigError(f"scenario {scenario!r} needs a dataset")
-                dataset_dir = self.runs / ".datasets"
-                if not (dataset_dir / "data" / scenario).is_dir():
-                    await anyio.to_thread.run_sync(write_synthetic, dataset_dir, scenario)
-            else:
-                dataset_dir = Path(submission.dataset)
+            given = None if submission.dataset is None else Path(submission.dataset)
+            dataset_dir = dataset_for(scenario, given, self.runs)
+            await anyio.to_thread.run_sync(ensure_synthetic, dataset_dir, scenario)
             # Keys come with the submission (memory only), else from the daemon's own
             # environment (a campaign it resumes after its own restart).
             endpoints = settings.get("endpoints", {})

@@ -15,7 +15,7 @@ from typing import Literal
 import msgspec
 
 import meters
-from mw_errors import ConfigError
+from mw_errors import CampaignStarting, ConfigError
 
 from .._core._journal import Entry, read_journal, rebuild
 from .._core._views import SupervisionView
@@ -81,7 +81,8 @@ def campaign_status(run_dir: Path, entries: list[Entry] | None = None) -> Campai
     ``entries`` are its journal's, when the caller has read them already.
 
     Raises:
-        ConfigError: ``run_dir`` holds no campaign journal.
+        CampaignStarting: it runs, and has not journaled its start yet.
+        ConfigError: ``run_dir`` holds no campaign journal, or one that never started.
     """
     journal = run_dir / "journal"
     if not journal.is_dir():
@@ -132,6 +133,8 @@ def campaign_status(run_dir: Path, entries: list[Entry] | None = None) -> Campai
                 else "failed"
             )
         kind = "editing"
+    elif running:
+        raise CampaignStarting(f"{run_dir}: the campaign is starting (no start record yet)")
     else:
         raise ConfigError(f"{run_dir}: the journal never recorded a campaign's start")
     if running:

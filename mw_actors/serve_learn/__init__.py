@@ -18,7 +18,6 @@ from ._backends import (
 from ._campaign import run_campaign
 from ._checks import Journaled, check_campaign, read_journaled
 from ._codex import CodexInstall, find_codex
-from ._engines import is_synthetic
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
@@ -27,8 +26,8 @@ from ._records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, Episo
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
-from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission
-from ._synthetic import write_synthetic
+from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
+from ._synthetic import dataset_for, ensure_synthetic, is_synthetic, write_synthetic
 
 __all__ = [
     "BLOCK_SIZE",
@@ -58,11 +57,14 @@ __all__ = [
     "WindowPlan",
     "averages",
     "check_campaign",
+    "dataset_for",
+    "ensure_synthetic",
     "find_codex",
     "is_synthetic",
     "keys_for",
     "load_launch_config",
     "make_method",
+    "models_reached",
     "plan",
     "read_evaluators",
     "read_journaled",

@@ -17,6 +17,7 @@ import msgspec
 
 from ._scenario import Task
 from ._slb import Played
+from ._synthetic import is_synthetic
 
 __all__ = ["Engine", "JudgeLink", "is_synthetic", "make_engine"]
 
@@ -54,11 +55,6 @@ class Engine(Protocol):
     async def play(
         self, task: Task, extra_system: str, wm: Callable[[str], str] | None
     ) -> Played: ...
-
-
-def is_synthetic(scenario: str) -> bool:
-    """Whether ``scenario`` is mw's own (played offline from its export)."""
-    return scenario.startswith("synthetic_")
 
 
 def make_engine(dataset: Path, scenario: str) -> Engine:

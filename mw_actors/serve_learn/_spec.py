@@ -117,19 +117,33 @@ class CampaignSpec:
     @property
     def judged(self) -> bool:
         """Whether the scenario's verifier calls an LLM judge (ServeLearnBench's Pitch)."""
-        return self.scenario.startswith("pitch")
+        return judged(self.scenario)
 
     def models(self) -> list[str]:
-        """The models the campaign reaches.
-
-        The host's; the learner's under ``mwm``; a Pitch scenario's judge.
-        """
-        models = [self.model, self.learner_model] if self.method == "mwm" else [self.model]
-        return [*models, self.judge_model] if self.judged else models
+        """The models the campaign reaches (see :func:`models_reached`)."""
+        return models_reached(
+            self.scenario, self.method, self.model, self.learner_model, self.judge_model
+        )
 
     def key(self, endpoint: Endpoint) -> str | None:
         """The key ``endpoint`` is reached with, if it takes one (from memory)."""
         return self.secrets.get(endpoint.api_key_env) if endpoint.api_key_env else None
+
+
+def judged(scenario: str) -> bool:
+    """Whether ``scenario``'s verifier calls an LLM judge (ServeLearnBench's Pitch)."""
+    return scenario.startswith("pitch")
+
+
+def models_reached(
+    scenario: str, method: str, model: str, learner_model: str, judge_model: str
+) -> list[str]:
+    """The models a campaign reaches, each once, in this order.
+
+    The host's; the learner's under ``mwm``; a Pitch scenario's judge.
+    """
+    models = [model, learner_model] if method == "mwm" else [model]
+    return list(dict.fromkeys([*models, judge_model] if judged(scenario) else models))
 
 
 class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -186,6 +200,27 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             schedule=spec.schedule,
             judge_model=spec.judge_model,
         )
+
+    @classmethod
+    def from_settings(
+        cls, scenario: str, dataset: Path | None, settings: Mapping[str, Any]
+    ) -> Submission:
+        """A submission of ``settings`` (:class:`CampaignSpec` keywords) for a daemon.
+
+        ``dataset`` None lets the daemon write a synthetic scenario where it keeps
+        them. Keys (``secrets``) never go in: they travel beside, in memory only.
+        """
+        given = {name: value for name, value in settings.items() if name != "secrets"}
+        if isinstance(given.get("prices"), meters.PriceTable):
+            given["prices"] = msgspec.to_builtins(given["prices"])
+        if given.get("latency") is None:
+            given.pop("latency", None)
+        return cls(scenario=scenario, dataset=None if dataset is None else str(dataset), **given)
+
+    def wire(self) -> dict[str, Any]:
+        """The submission as a daemon's ``Submit.spec`` carries it."""
+        spec: dict[str, Any] = msgspec.to_builtins(self)
+        return spec
 
     @classmethod
     def decode(cls, spec: Mapping[str, Any]) -> Submission:

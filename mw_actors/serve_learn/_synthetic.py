@@ -25,11 +25,55 @@ __all__ = [
     "ACTIONS",
     "KINDS",
     "MANUAL",
+    "SYNTHETIC_HOME",
     "SyntheticCase",
+    "dataset_for",
+    "ensure_synthetic",
     "hidden_policy",
+    "is_synthetic",
     "verify",
     "write_synthetic",
 ]
+
+
+SYNTHETIC_HOME = ".datasets"  # under a runs directory: the synthetic scenarios mw writes
+
+
+def is_synthetic(scenario: str) -> bool:
+    """Whether ``scenario`` is mw's own (played offline from its export)."""
+    return scenario.startswith("synthetic_")
+
+
+def dataset_for(scenario: str, dataset: Path | None, runs: Path) -> Path:
+    """``dataset``, or for a synthetic scenario the folder under ``runs`` its export goes to.
+
+    The export is written by :func:`ensure_synthetic`, once the campaign is checked.
+
+    Raises:
+        ConfigError: a scenario of the benchmark, and no dataset.
+    """
+    if dataset is not None:
+        return dataset
+    if not is_synthetic(scenario):
+        raise ConfigError(
+            f"scenario {scenario!r} needs a dataset (--dataset DIR)",
+            hint="pass a ServeLearnBench dataset/ folder (`slb export-data --out DIR` writes "
+            "one), or use synthetic_l1",
+        )
+    return runs / SYNTHETIC_HOME
+
+
+def ensure_synthetic(dataset: Path, scenario: str) -> Path:
+    """``dataset``, with the built-in generator's export of ``scenario`` if it is synthetic.
+
+    Only mw's own folder (:data:`SYNTHETIC_HOME`, from :func:`dataset_for`) is
+    written, once: a dataset the user gave is read, never written.
+    """
+    home = dataset.name == SYNTHETIC_HOME
+    if home and is_synthetic(scenario) and not (dataset / "data" / scenario).is_dir():
+        write_synthetic(dataset, scenario)
+    return dataset
+
 
 KINDS = ("refund", "upgrade", "transfer", "waiver")
 ACTIONS = ("approve", "deny", "escalate")

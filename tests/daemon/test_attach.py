@@ -70,3 +70,24 @@ def test_an_attach_killed_mid_view_never_disturbs_the_daemon(runs: Path) -> None
     assert "b: completed" in follow.stdout
     status = json.loads(mw("status", "b", "--runs", str(runs), "--json").stdout)
     assert status["state"] == "completed" and status["progress"]["cases_served"] == 36
+
+
+def test_a_campaign_that_runs_before_its_start_record_shows_as_starting(tmp_path: Path) -> None:
+    """Its checks and services take seconds; a view in that moment waits, it does not fail."""
+    from collections import deque
+
+    from mw_actors._lock import campaign_lock
+    from mw_actors.daemon import campaign_status
+    from mw_actors.daemon._attach import render
+    from mw_errors import CampaignStarting, ConfigError
+
+    run = tmp_path / "early"
+    (run / "journal").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="never recorded a campaign's start"):
+        campaign_status(run)  # nobody runs it: a journal that never started
+    with campaign_lock(run):
+        with pytest.raises(CampaignStarting):
+            campaign_status(run)
+        frame, state = render(run, deque())
+    assert state == "running"
+    assert "starting" in str(frame.renderables[0])

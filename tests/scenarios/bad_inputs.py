@@ -41,7 +41,7 @@ MISSING = [
     (("attach", "nobody", "--runs", "{runs}", "--once"), "no journal here"),
     (("attach", "nobody", "--runs", "{runs}"), "no journal here"),
     (("journal", "check", "{runs}"), "no journal here"),
-    (("serve-learn", "run", "nope", "--runs", "{runs}"), "needs --dataset"),
+    (("serve-learn", "run", "nope", "--runs", "{runs}"), "needs a dataset (--dataset DIR)"),
     (("serve-learn", "run", "synthetic_/../x", "--runs", "{runs}"), "is not a scenario name"),
     (("serve-learn", "run", "synthetic_l1", "--runs", "{runs}", "--tag", "x", "--resume"),
      "has no campaign to resume"),

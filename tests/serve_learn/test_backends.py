@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 import meters
+from mw_actors.provider import Latency
 from mw_actors.serve_learn import (
     CampaignSpec,
+    Submission,
     check_campaign,
     load_launch_config,
     resolve_endpoint,
@@ -101,6 +103,37 @@ def test_the_shipped_launch_configs_load_and_price_their_models() -> None:
     retail = load_launch_config(EXAMPLES / "retail_l3.yaml")
     assert (retail.scenario, retail.method, retail.waiter) == ("retail_l3", "mwm", "after_training")
     assert retail.learner_model == SEEDS_MODEL
+
+
+def test_a_submission_carries_every_setting_to_the_daemon_and_no_key() -> None:
+    config = load_launch_config(EXAMPLES / "retail_l3.yaml")
+    endpoint = resolve_endpoint(SEEDS_MODEL, config.backends, {"FIREWORKS_API_KEY": KEY})
+    assert endpoint is not None and config.prices is not None
+    settings = {
+        "method": "mwm",
+        "model": SEEDS_MODEL,
+        "learner_model": SEEDS_MODEL,
+        "train_split": 24,
+        "concurrency": 3,
+        "allocation_usd": Decimal("2.5"),
+        "waiter": "after_training",
+        "schedule": "slb",
+        "latency": Latency(first_token_seconds=0.1, tokens_per_second=20),
+        "prices": config.prices,
+        "reasoning_effort": "high",
+        "judge_model": "local/scripted",
+        "endpoints": {SEEDS_MODEL: endpoint},
+        "secrets": {"FIREWORKS_API_KEY": KEY},
+        "learner_backend": "builtin",
+        "codex": None,
+    }
+    wire = Submission.from_settings("retail_l3", Path("/data/slb"), settings).wire()
+    assert KEY not in json.dumps(wire)
+    back = Submission.decode(json.loads(json.dumps(wire)))
+    assert (back.scenario, back.dataset) == ("retail_l3", "/data/slb")
+    assert back.settings() == {k: v for k, v in settings.items() if k != "secrets"}
+    synthetic = Submission.from_settings("synthetic_l1", None, {**settings, "latency": None})
+    assert Submission.decode(synthetic.wire()).dataset is None  # the daemon writes it
 
 
 @pytest.mark.parametrize(

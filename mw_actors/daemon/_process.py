@@ -1,0 +1,177 @@
+"""The daemon as a process: start it detached, stop it, ask it, read status without it.
+
+``bin/`` says how the daemon is run (the command, its environment); this
+module spawns it, waits until it answers on the socket the clients use, and
+stops it. Every function returns what happened and prints nothing, so a
+caller on any thread (the demo's, a test's) gets its own answer.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from mw_errors import ConfigError, MwError
+
+from ._client import DaemonPaths, connect, daemon_running
+from ._protocol import Shutdown, Status
+from ._status import campaign_status
+
+__all__ = [
+    "Detached",
+    "ask",
+    "campaign_tags",
+    "daemon_pid",
+    "start_detached",
+    "statuses",
+    "stop_detached",
+]
+
+_STOP_SECONDS = 90  # a Shutdown cancels every campaign, which writes its terminal records
+
+
+@dataclass(frozen=True)
+class Detached:
+    """A daemon that was started: its pid and where it listens and logs."""
+
+    pid: int
+    socket: Path
+    log: Path
+
+    def describe(self) -> str:
+        return f"mw daemon: pid {self.pid}, socket {self.socket}, log {self.log}"
+
+
+def daemon_pid(runs: Path) -> str:
+    """The pid the running daemon of ``runs`` wrote down ("?" if none is written)."""
+    path = DaemonPaths(runs).pid
+    return path.read_text().strip() if path.exists() else "?"
+
+
+def start_detached(
+    runs: Path, command: Sequence[str], env: Mapping[str, str], timeout: float = 60
+) -> Detached:
+    """Run ``command`` (the daemon, in the foreground) detached, until it answers.
+
+    It runs in a new session with ``runs`` as its working directory, its output
+    appended to the daemon's log. A daemon that exits, or does not listen within
+    ``timeout`` seconds, is stopped before the error is raised: never one left
+    running after a reported failure.
+
+    Raises:
+        ConfigError: a daemon already runs for ``runs``, or this one did not start.
+    """
+    paths = DaemonPaths(runs)
+    if daemon_running(runs):
+        raise ConfigError(
+            f"a daemon already runs for {runs} (pid {daemon_pid(runs)})",
+            hint=f"use it, or stop it with `mw daemon stop --runs {runs}`",
+        )
+    paths.home.mkdir(parents=True, mode=0o700, exist_ok=True)
+    with open(paths.log, "ab") as log:
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd=runs,
+            env=dict(env),
+        )
+    deadline = time.monotonic() + timeout
+    while not daemon_running(runs):
+        failed = None
+        if process.poll() is not None:
+            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+            failed = f"the daemon did not start: {tail[0]}"
+        elif time.monotonic() > deadline:
+            failed = f"the daemon did not listen on {paths.socket} within {timeout:g} s"
+        if failed is not None:
+            _end(process)
+            raise ConfigError(failed, hint=f"see {paths.log}")
+        time.sleep(0.05)
+    return Detached(process.pid, paths.socket, paths.log)
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Stop a daemon process that failed to start: SIGTERM, then SIGKILL after 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def stop_detached(runs: Path) -> str | None:
+    """Stop the daemon of ``runs`` and wait until its process is gone; its pid, or None.
+
+    Raises:
+        ConfigError: it did not stop within 90 s.
+    """
+    if not daemon_running(runs):
+        return None
+    pid = daemon_pid(runs)
+    ask(runs, [Shutdown()])
+    deadline = time.monotonic() + _STOP_SECONDS
+    while daemon_running(runs) or _alive(pid):
+        if time.monotonic() > deadline:
+            raise ConfigError(f"the daemon (pid {pid}) did not stop within {_STOP_SECONDS} s")
+        time.sleep(0.05)
+    return pid
+
+
+def _alive(pid: str) -> bool:
+    """Whether ``pid`` runs (a zombie, whose parent is gone, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def ask(runs: Path, requests: Sequence[Any]) -> list[Any]:
+    """The daemon's answers to ``requests``, asked in turn on one connection (blocking).
+
+    Raises:
+        MwError: the daemon refused one, or is not there.
+    """
+
+    async def asking() -> list[Any]:
+        async with connect(runs) as connection:
+            return [await connection.request(request) for request in requests]
+
+    return anyio.run(asking)
+
+
+def statuses(runs: Path, tags: Sequence[str]) -> list[dict[str, Any]]:
+    """Each campaign's status: from the daemon when one runs, else from the journals.
+
+    The daemon adds what only it knows: live mailbox depths, cancellations. If it
+    goes away, or does not know a campaign, the journals answer.
+
+    Raises:
+        ConfigError: a run directory holds no campaign.
+    """
+    if tags and daemon_running(runs):
+        try:
+            return [dict(a) for a in ask(runs, [Status(tag=tag) for tag in tags])]
+        except MwError:
+            pass
+    return [msgspec.to_builtins(campaign_status(runs / tag)) for tag in tags]
+
+
+def campaign_tags(runs: Path) -> list[str]:
+    """The campaigns under ``runs`` (directories with a journal), oldest change first."""
+    if not runs.is_dir():
+        return []
+    found = [p for p in runs.iterdir() if (p / "journal").is_dir()]
+    return [p.name for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.name))]
