@@ -263,7 +263,7 @@ def _provider(args: argparse.Namespace) -> int:
 def _meter(args: argparse.Namespace) -> int:
     import anyio
 
-    from meters import MeterConfig, load_prices, serve_meter, serve_until_signal
+    from meters import MeterConfig, load_prices, serve_until_signal
 
     key = os.environ.get(args.key_env)
     if key is None:
@@ -281,13 +281,12 @@ def _meter(args: argparse.Namespace) -> int:
         allocation_usd=allocation,
         adapt_responses=args.adapt_responses,
     )
-    if allocation is None:
-        serve = partial(serve_meter, config, port=_port(args.port))
-    else:  # the budget is journaled beside the ledger, so a restart spends nothing twice
-        from mw_actors import serve_journaled_meter
+    from mw_actors import run_meter
 
-        journal = Path(args.ledger_dir) / "journal"
-        serve = partial(serve_journaled_meter, config, journal=journal, port=_port(args.port))
+    # With an allocation, the budget is journaled beside the ledger: a restart spends
+    # nothing twice.
+    journal = None if allocation is None else Path(args.ledger_dir) / "journal"
+    serve = partial(run_meter, config, journal=journal, port=_port(args.port))
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
     return 0
 

@@ -76,7 +76,7 @@ from ._core._supervisor import (
     supervisor,
 )
 from ._core._views import ActorView, SupervisionView
-from ._metering import MeterActor, MeterPlace, MeterStats, serve_journaled_meter
+from ._metering import MeterActor, MeterPlace, MeterStats, run_meter, start_meter
 from ._reserver import (
     BUDGET_RECORDS,
     BudgetReclaimed,
@@ -172,7 +172,8 @@ __all__ = [
     "rebuild",
     "rebuild_budget",
     "replay",
-    "serve_journaled_meter",
+    "run_meter",
     "sleep",
+    "start_meter",
     "supervisor",
 ]

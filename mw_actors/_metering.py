@@ -8,6 +8,11 @@ asks from its mailbox, and closes the meter (its final summary) in
 listens on the port its clients already use. Stopping it cancels the
 requests in flight, each of which still writes its ledger line and settles.
 
+Every meter mw runs starts through :func:`start_meter`, as a child of a
+supervisor: a campaign's host, learner and judge meters, a weight-editing
+trial's policy meter, manual test mode's, and ``mw meter``'s
+(:func:`run_meter`).
+
 ``mw meter --allocation`` runs the meter in front of the runtime's
 :class:`BudgetReserver`, which journals every reservation (as evidence, before
 the meter forwards) under ``<ledger-dir>/journal``. A restarted meter rebuilds
@@ -31,10 +36,11 @@ import meters
 from ._core._actor import Actor, ActorContext
 from ._core._records import ExitReason
 from ._core._runtime import open_runtime
-from ._core._spec import ChildSpec
+from ._core._spec import ChildSpec, Restart
+from ._core._supervisor import SupervisorRef
 from ._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 
-__all__ = ["MeterActor", "MeterPlace", "MeterStats", "serve_journaled_meter"]
+__all__ = ["MeterActor", "MeterPlace", "MeterStats", "run_meter", "start_meter"]
 
 
 class MeterStats(msgspec.Struct, frozen=True):
@@ -101,37 +107,63 @@ class MeterActor(Actor[Any]):
                 await self.meter.aclose()
 
 
-async def serve_journaled_meter(
+async def start_meter(
+    supervisor: SupervisorRef,
+    child_id: str,
+    config: meters.MeterConfig,
+    reserver: meters.Reserver | None = None,
+    *,
+    port: int = 0,
+    restart: Restart | str = Restart.PERMANENT,
+) -> MeterPlace:
+    """``config``'s meter as child ``child_id`` of ``supervisor``; where it listens.
+
+    ``port`` 0 takes any free one; a restarted meter listens where it did. Without
+    ``reserver`` the meter keeps its own budget of ``config.allocation_usd``.
+
+    Raises:
+        StartFailed: it could not listen (the port is taken) or recover its ledger.
+    """
+    place = MeterPlace(port=port)
+    await supervisor.start_child(
+        ChildSpec(id=child_id, start=lambda: MeterActor(config, place, reserver), restart=restart)
+    )
+    return place
+
+
+async def run_meter(
     config: meters.MeterConfig,
     *,
-    journal: Path,
+    journal: Path | None = None,
     port: int = 0,
     lease_seconds: float = 900.0,
     task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``config``'s meter until cancelled, its budget journaled in ``journal``.
+    """Serve ``config``'s meter in a runtime of its own until cancelled (``mw meter``).
+
+    With an allocation its budget is kept by a :class:`BudgetReserver` journaled
+    in ``journal``, so a restart spends nothing twice.
 
     Raises:
-        ValueError: ``config`` has no allocation (there is no budget to keep).
+        ValueError: an allocation without a journal to keep its budget in.
     """
     allocation = config.allocation_usd
-    if allocation is None:
-        raise ValueError("a journaled meter needs an allocation")
+    if allocation is not None and journal is None:
+        raise ValueError("a meter with an allocation needs a journal for its budget")
     ledger_path = config.ledger_dir / "ledger.jsonl"
     lines = meters.read_ledger(ledger_path) if ledger_path.exists() else []
     async with open_runtime(journal=journal, record_types=BUDGET_RECORDS) as runtime:
-        reserver = await runtime.spawn(
-            ChildSpec(
-                id="reserver",
-                start=lambda: BudgetReserver(allocation, lease_seconds=lease_seconds, ledger=lines),
+        reserver = None
+        if allocation is not None:
+            budget = await runtime.spawn(
+                ChildSpec(
+                    id="reserver",
+                    start=lambda: BudgetReserver(
+                        allocation, lease_seconds=lease_seconds, ledger=lines
+                    ),
+                )
             )
-        )
-        place = MeterPlace(port=port)
-        await runtime.spawn(
-            ChildSpec(
-                id=f"{config.role}-meter",
-                start=lambda: MeterActor(config, place, ReserverClient(reserver)),
-            )
-        )
+            reserver = ReserverClient(budget)
+        place = await start_meter(runtime.root, f"{config.role}-meter", config, reserver, port=port)
         task_status.started(place.port)
         await anyio.sleep_forever()

@@ -61,7 +61,7 @@ from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
 from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
-from .._metering import MeterActor, MeterPlace
+from .._metering import start_meter
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 from ._actions import load_actions
 from ._config import Grading, Loaded, Trial
@@ -422,15 +422,9 @@ class TrialScheduler(Actor[Any]):
         # The trial's meter is an actor of the runtime, for this trial only (temporary:
         # removed when it stops; stopping it writes and settles every attempt in flight).
         root = self.ctx.runtime.root
-        place = MeterPlace()
         meter_id = f"policy-meter-{trial.id}"
-        await root.start_child(
-            ChildSpec(
-                id=meter_id,
-                start=lambda: MeterActor(config, place, LocalReserver(Budget(envelope))),
-                restart="temporary",
-            )
-        )
+        reserver = LocalReserver(Budget(envelope))
+        place = await start_meter(root, meter_id, config, reserver, restart="temporary")
         try:
             await run_policy(
                 ctx,

@@ -22,7 +22,6 @@ import dataclasses
 import json
 from collections.abc import Callable
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,13 +29,13 @@ import anyio.abc
 import msgspec
 import structlog
 
-import meters
 import sandbox
 
 from .._core._runtime import open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._core._supervisor import supervisor
 from .._lock import campaign_lock
+from .._metering import start_meter
 from .._reserver import BudgetReserver, ReserverClient
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled
@@ -50,7 +49,7 @@ from ._records import (
 )
 from ._scenario import Scenario
 from ._schedule import Plan
-from ._services import start_learner, start_meter, start_upstream
+from ._services import ledger_lines, start_learner, start_upstream
 from ._spec import RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
 
@@ -95,7 +94,7 @@ async def _run(
     # The reserver settles what the host meter already wrote down but did not settle;
     # the meter then writes off, as `lost`, what it left in flight (see docs/design/meters.md).
     ledger_path = run.root / "ledger.jsonl"
-    ledger = await anyio.to_thread.run_sync(_read_ledger, ledger_path)
+    ledger = await anyio.to_thread.run_sync(ledger_lines, ledger_path)
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", run.root, services)
         async with open_runtime(
@@ -138,21 +137,17 @@ async def _run(
             reserver = await rt.root.child("reserver")
             # The wire meters are actors of the runtime. Stopping them, before the end is
             # written, waits for every attempt in flight to write its line and settle.
-            meter_port = await start_meter(
-                rt, "host-meter", config, spec.wm_port or 0, ReserverClient(reserver)
-            )
+            budget = ReserverClient(reserver)
+            host = await start_meter(rt.root, "host-meter", config, budget, port=spec.wm_port or 0)
+            meter_port = host.port
             learner_port = None
             if isinstance(shared.method, Mwm):
-                learner_port = await start_learner(
-                    spec, run, services, rt, ReserverClient(reserver), shared.method
-                )
+                learner_port = await start_learner(spec, run, services, rt, budget, shared.method)
             judge = None
             if spec.judged:  # every request of the verifier's judge through its own meter
                 judge_config = await start_upstream(spec, "judge", run.root / "judge", services)
-                judge_port = await start_meter(
-                    rt, "judge-meter", judge_config, 0, ReserverClient(reserver)
-                )
-                judge = JudgeLink(judge_port, spec.wire_model(spec.judge_model))
+                judged = await start_meter(rt.root, "judge-meter", judge_config, budget)
+                judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
             await anyio.to_thread.run_sync(
                 stamp_run_log, spec, run, schedule, meter_port, learner_port
             )
@@ -202,7 +197,3 @@ async def _run(
         services.cancel_scope.cancel()
     await anyio.to_thread.run_sync(write_outputs, run, spec)
     return run
-
-
-def _read_ledger(path: Path) -> list[meters.LedgerLine]:
-    return meters.read_ledger(path) if path.exists() else []

@@ -15,22 +15,24 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from functools import partial
 
 import anyio
 
-import meters
 from mw_errors import ConfigError
 
-from .._core._journal import Journal, open_journal, read_journal
+from .._core._journal import read_journal
+from .._core._runtime import Runtime, open_runtime
+from .._core._spec import ChildSpec, SupervisorSpec
 from .._lock import campaign_lock
+from .._metering import start_meter
+from .._reserver import BudgetReserver, ReserverClient
 from ._checks import check_model, prepare_scenario, probe_endpoints
 from ._engines import JudgeLink
 from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
 from ._records import CampaignStarted
-from ._services import start_upstream
+from ._services import ledger_lines, start_upstream
 from ._spec import RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore
 
@@ -82,46 +84,61 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         # The campaign's checkpoints, as its journal says they are now (read only); the
         # manual run's own episodes, from its own journal.
         interrupted = await anyio.to_thread.run_sync(lambda: restore(shared, checkpoints=campaign))
-        async with open_journal(manual.journal, record_types=RECORDS) as journal:
-            await end_interrupted(shared, journal, interrupted)
-            tested, skipped, earlier = await _test_ready_windows(shared, journal)
+        # One budget for every meter of the run (host, judge), kept by a reserver journaled
+        # with the run's episodes and rebuilt from its ledger, as a campaign's is.
+        ledger = await anyio.to_thread.run_sync(ledger_lines, manual.root / "ledger.jsonl")
+        reserver = ChildSpec(
+            id="reserver", start=lambda: BudgetReserver(spec.allocation_usd, ledger=ledger)
+        )
+        async with open_runtime(
+            journal=manual.journal,
+            record_types=RECORDS,
+            root=SupervisorSpec(strategy="one_for_one", children=[reserver]),
+        ) as rt:
+            assert rt.journal is not None
+            await end_interrupted(shared, rt.journal, interrupted)
+            budget = ReserverClient(await rt.root.child("reserver"))
+            tested, skipped, earlier = await _test_ready_windows(shared, rt, budget)
     await anyio.to_thread.run_sync(write_outputs, manual, spec)
     return ManualReport(manual, tested, skipped, earlier)
 
 
 async def _test_ready_windows(
-    shared: Shared, journal: Journal
+    shared: Shared, rt: Runtime, budget: ReserverClient
 ) -> tuple[list[int], list[int], list[int]]:
     spec = shared.spec
+    journal = rt.journal
+    assert journal is not None
     tested: list[int] = []
     skipped: list[int] = []
     earlier: list[int] = []
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", shared.run.root, services)
-        async with anyio.create_task_group() as metering:
-            meter_port = await metering.start(partial(meters.serve_meter, config))
-            judge = None
-            if spec.judged:  # the verifier's judge, through a meter of its own
-                root = shared.run.root / "judge"
-                judge_config = await start_upstream(spec, "judge", root, services)
-                judge_port = await metering.start(partial(meters.serve_meter, judge_config))
-                judge = JudgeLink(judge_port, spec.wire_model(spec.judge_model))
-            model = spec.wire_model(spec.model)
-            async with shared.engine.connected(meter_port, model, spec.reasoning_effort, judge):
-                for window in shared.plan.windows:
-                    tests = [t for t in shared.scenario.test if t.window == window.window]
-                    if tests and all(t.task_id in shared.ended for t in tests):
-                        earlier.append(window.window)
-                        continue
-                    if not shared.versions.ready(window.test_version).is_set():
-                        skipped.append(window.window)
-                        continue
-                    async with anyio.create_task_group() as tg:
-                        for task in tests:
-                            tg.start_soon(
-                                serve_episode, shared, journal, task, "test", window.test_version
-                            )
-                    tested.append(window.window)
-            metering.cancel_scope.cancel()
+        host = await start_meter(rt.root, "host-meter", config, budget)
+        judge = None
+        if spec.judged:  # the verifier's judge, through a meter of its own
+            root = shared.run.root / "judge"
+            judge_config = await start_upstream(spec, "judge", root, services)
+            judged = await start_meter(rt.root, "judge-meter", judge_config, budget)
+            judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
+        model = spec.wire_model(spec.model)
+        async with shared.engine.connected(host.port, model, spec.reasoning_effort, judge):
+            for window in shared.plan.windows:
+                tests = [t for t in shared.scenario.test if t.window == window.window]
+                if tests and all(t.task_id in shared.ended for t in tests):
+                    earlier.append(window.window)
+                    continue
+                if not shared.versions.ready(window.test_version).is_set():
+                    skipped.append(window.window)
+                    continue
+                async with anyio.create_task_group() as tg:
+                    for task in tests:
+                        tg.start_soon(
+                            serve_episode, shared, journal, task, "test", window.test_version
+                        )
+                tested.append(window.window)
+        # Each meter writes and settles its attempts in flight before the providers go.
+        for meter in ("judge-meter", "host-meter") if spec.judged else ("host-meter",):
+            await rt.root.terminate_child(meter)
         services.cancel_scope.cancel()
     return tested, skipped, earlier

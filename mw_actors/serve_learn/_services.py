@@ -15,8 +15,7 @@ import anyio.abc
 import meters
 
 from .._core._runtime import Runtime
-from .._core._spec import ChildSpec
-from .._metering import MeterActor, MeterPlace
+from .._metering import start_meter
 from .._reserver import ReserverClient
 from ..provider import (
     LOCAL_PRICES,
@@ -32,7 +31,12 @@ from ._learner import LearnerEndpoint
 from ._methods import Mwm
 from ._spec import CampaignSpec, RunDir
 
-__all__ = ["start_learner", "start_meter", "start_upstream"]
+__all__ = ["ledger_lines", "start_learner", "start_upstream"]
+
+
+def ledger_lines(path: Path) -> list[meters.LedgerLine]:
+    """A meter's ledger lines so far (none before its first request)."""
+    return meters.read_ledger(path) if path.exists() else []
 
 
 async def start_upstream(
@@ -71,17 +75,6 @@ async def start_upstream(
     )
 
 
-async def start_meter(
-    rt: Runtime, child_id: str, config: meters.MeterConfig, port: int, reserver: ReserverClient
-) -> int:
-    """A wire meter as a child of the root (``port`` 0: any free one); the port it took."""
-    place = MeterPlace(port=port)
-    await rt.root.start_child(
-        ChildSpec(id=child_id, start=lambda: MeterActor(config, place, reserver))
-    )
-    return place.port
-
-
 async def start_learner(
     spec: CampaignSpec,
     run: RunDir,
@@ -93,7 +86,7 @@ async def start_learner(
     """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
     config = await start_upstream(spec, "learner", run.root / "learner", services)
     port = spec.wm_port + 1 if spec.wm_port is not None else 0
-    bound = await start_meter(rt, "learner-meter", config, port, reserver)
+    bound = (await start_meter(rt.root, "learner-meter", config, reserver, port=port)).port
     method.endpoint = LearnerEndpoint(
         f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )

@@ -59,6 +59,24 @@ async def test_a_finished_campaign_tests_the_same_as_its_waiter(
         await run_manual_tests(spec(dataset, tmp_path / "elsewhere"))
 
 
+async def test_a_manual_run_spends_from_one_journaled_budget(dataset: Path, tmp_path: Path) -> None:
+    """Its meters reserve from one reserver journaled with its episodes, as a campaign's do."""
+    from decimal import Decimal
+
+    import meters
+    from mw_actors import BudgetReserved, BudgetSettled
+
+    await run_campaign(spec(dataset, tmp_path))
+    report = await run_manual_tests(spec(dataset, tmp_path))
+    records = [e.rec for e in read_journal(report.run.journal, RECORDS)]
+    reserved = [r for r in records if isinstance(r, BudgetReserved)]
+    settled = [r for r in records if isinstance(r, BudgetSettled)]
+    ledger = meters.read_ledger(report.run.root / "ledger.jsonl")
+    assert reserved and len(reserved) == len(settled) == len(ledger)
+    spent = sum(Decimal(r.actual) for r in settled)
+    assert spent == sum(Decimal(line.cost_usd) for line in ledger) > 0
+
+
 async def test_what_a_killed_manual_run_left_in_flight_ends_unknown(
     dataset: Path, tmp_path: Path
 ) -> None:
