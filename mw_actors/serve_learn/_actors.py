@@ -75,18 +75,18 @@ class Learner(_Journaled):
         previous = shared.versions.dir(block)
         staging = shared.run.checkout / "staging"
 
-        def learn() -> tuple[str, Path]:
+        def learn() -> tuple[str, Path, Any]:
             shutil.rmtree(staging, ignore_errors=True)
-            shared.method.learn(served, block, previous, staging)
+            usage = shared.method.learn(served, block, previous, staging)
             digest = digest_dir(staging)
             target = shared.run.version_dir(digest)
             if target.exists():
                 shutil.rmtree(staging)
             else:
                 os.replace(staging, target)
-            return digest, target
+            return digest, target, usage
 
-        digest, target = await anyio.to_thread.run_sync(learn)
+        digest, target, usage = await anyio.to_thread.run_sync(learn)  # usage: an LLM session's
         duration = time.perf_counter() - started
         await self.journal.append(
             BlockLearned(
@@ -98,7 +98,6 @@ class Learner(_Journaled):
             )
         )
         shared.learned.add(block)
-        usage = getattr(shared.method, "last_usage", None)  # an LLM learner's session
         step = {
             "block": block,
             "cases": len(shared.serving_blocks()[block]),

@@ -29,13 +29,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mw_errors import ConfigError
 
 from ._worldmodel import Served
+
+if TYPE_CHECKING:
+    from ._learner import LearnerUsage
 
 __all__ = [
     "METHODS",
@@ -81,7 +84,9 @@ class Method:
         """The method's part of the results file's config line."""
         return {"method": self.name}
 
-    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
+    def learn(
+        self, served: list[Served], block: int, previous: Path, out: Path
+    ) -> LearnerUsage | None:
         """Write version ``block + 1`` into ``out``.
 
         ``previous`` is version ``block``'s directory; ``served`` has every served
@@ -115,10 +120,13 @@ class MwmLocal(Method):
                 self._answers[version_dir] = lambda query: "no knowledge yet"
         return self._answers[version_dir]
 
-    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
+    def learn(
+        self, served: list[Served], block: int, previous: Path, out: Path
+    ) -> LearnerUsage | None:
         from ._worldmodel import fit
 
         fit(served, now=block).save(out, block + 1)
+        return None
 
 
 class Mwm(MwmLocal):
@@ -130,9 +138,10 @@ class Mwm(MwmLocal):
         super().__init__()
         self.endpoint: Any = None  # a LearnerEndpoint, set by the campaign
         self.codex: Any = None  # a CodexSession when Codex CLI is the learner session
-        self.last_usage: Any = None  # the last session's LearnerUsage
 
-    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
+    def learn(
+        self, served: list[Served], block: int, previous: Path, out: Path
+    ) -> LearnerUsage | None:
         from ._learner import run_learner_session
 
         if self.endpoint is None:
@@ -142,11 +151,11 @@ class Mwm(MwmLocal):
 
             from ._codex import run_codex_session
 
-            self.last_usage = anyio.from_thread.run(
+            usage: LearnerUsage = anyio.from_thread.run(
                 run_codex_session, self.codex, self.endpoint, served, block, out
             )
-            return
-        self.last_usage = run_learner_session(self.endpoint, served, block, out)
+            return usage
+        return run_learner_session(self.endpoint, served, block, out)
 
 
 class Blind(Method):
@@ -235,7 +244,9 @@ class SlbMethod(Method):
         task = self._scenario.task(task_id)
         return dict(self._state(version_dir).row_extra(task, phase, window) or {})
 
-    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
+    def learn(
+        self, served: list[Served], block: int, previous: Path, out: Path
+    ) -> LearnerUsage | None:
         results = [
             {
                 "task_id": s.task_id,
@@ -260,6 +271,7 @@ class SlbMethod(Method):
             out.mkdir(parents=True, exist_ok=True)
             (out / "update.json").write_bytes(update)
             self._learned[hashlib.sha256(update).hexdigest()] = after
+        return None  # the benchmark's method learns in this process, without an LLM
 
     # -- states -----------------------------------------------------------------
 
