@@ -117,17 +117,19 @@ def _episodes(path: Path) -> dict[tuple[str, str], float]:
     return {(r["phase"], r["task_id"]): r["reward"] for r in rows}
 
 
-def _episode_seconds(journal: Path) -> float:
-    """The sum of the episodes' wall-clock durations, from their journal records."""
+def _episode_seconds(journal: Path) -> tuple[float, int]:
+    """The episodes' summed wall-clock durations, and the most in flight at once."""
     began: dict[tuple[str, str], float] = {}
     total = 0.0
+    peak = 0
     for entry in read_journal(journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]):
         rec = entry.rec
         if isinstance(rec, EpisodeStarted):
             began[(rec.phase, rec.task_id)] = entry.t
+            peak = max(peak, len(began))
         elif isinstance(rec, EpisodeEnded) and (rec.phase, rec.task_id) in began:
             total += entry.t - began.pop((rec.phase, rec.task_id))
-    return total
+    return total, peak
 
 
 def bench_slb(args: argparse.Namespace) -> None:
@@ -169,7 +171,10 @@ def bench_slb(args: argparse.Namespace) -> None:
                 same = _episodes(run.results) == theirs
                 overhead = f"{finished['runtime_overhead_ms_mean']:.2f} ms"
                 # No run of these episodes at 8 at a time can end sooner than their work / 8.
-                floor = _episode_seconds(run.root / "journal") / 8
+                # mw's serving and tests each hold up to 8 (two pools): `peak` is how many
+                # were in flight at once.
+                work, peak = _episode_seconds(run.root / "journal")
+                floor = (work / 8, peak)
                 label = f"mw slb:{method} --schedule {schedule}"
                 table.append((label, wall, same, _priced(rows), ledger, len(rows), overhead, floor))
     print(f"latency: {args.ttft} s to the first token, {args.tps:.0f} tokens/s; banking_l1 "
@@ -177,21 +182,24 @@ def bench_slb(args: argparse.Namespace) -> None:
     print(
         f"| {'run':<32} | {'wall':>8} | {'vs slb':>6} | {'rewards = slb':>13} | "
         f"{'cost (tokens)':>13} | {'cost (ledger)':>13} | {'episodes':>8} | overhead/ep | "
-        f"{'work / 8':>8} | {'floor vs slb':>12} |"
+        f"{'work / 8':>8} | {'floor vs slb':>12} | peak |"
     )
-    widths = (34, 10, 8, 15, 15, 15, 10, 13, 10, 14)
+    widths = (34, 10, 8, 15, 15, 15, 10, 13, 10, 14, 6)
     print("|" + "|".join("-" * w for w in widths) + "|")
     base = 0.0
     for label, wall, same, cost, ledger, n, overhead, floor in table:
         base = wall if label.startswith("slb run") else base
-        bound = "-" if isinstance(floor, str) else f"{floor:7.1f}s"
-        versus = "-" if isinstance(floor, str) else f"{floor / base:.2f}x"
+        bound = "-" if isinstance(floor, str) else f"{floor[0]:7.1f}s"
+        versus = "-" if isinstance(floor, str) else f"{floor[0] / base:.2f}x"
+        peak = "8" if isinstance(floor, str) else str(floor[1])
         print(f"| {label:<32} | {wall:7.1f}s | {wall / base:5.2f}x | {same!s:>13} | "
               f"{meters.usd(cost):>13} | {ledger:>13} | {n:>8} | {overhead:>11} | "
-              f"{bound:>8} | {versus:>12} |")  # fmt: skip
+              f"{bound:>8} | {versus:>12} | {peak:>4} |")  # fmt: skip
     print(
         "\nwork / 8: the episodes' summed durations over 8 workers, the least wall-clock any"
-        " order of them at 8 at a time can take; floor vs slb: that bound over slb run's."
+        " order of them at 8 at a time can take; floor vs slb: that bound over slb run's;"
+        " peak: the most episodes in flight at once (mw's serving and tests each hold up"
+        " to --concurrency)."
     )
 
 

@@ -54,15 +54,14 @@ from mw_errors import (
 from sandbox import Limits, SandboxConfig, open_sandbox
 from sandbox import self_test as sandbox_self_test
 
+from .._campaign_tree import open_campaign_tree
 from .._core._actor import Actor, ActorContext, ActorRef
 from .._core._journal import Journal
-from .._core._runtime import open_runtime
 from .._core._spec import ChildSpec, SupervisorSpec
-from .._core._supervisor import supervisor
 from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
 from .._metering import start_meter
-from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
+from .._reserver import BUDGET_RECORDS, ReserverClient
 from ._actions import load_actions
 from ._config import Grading, Loaded, Trial
 from ._datasets import read_cases, split
@@ -579,26 +578,16 @@ async def run_campaign(loaded: Loaded, output: Path, options: CampaignOptions) -
         await probe_sandbox(options)
     layout = prepare_run(loaded, output)
     done = anyio.Event()
-    root = SupervisorSpec(
-        strategy="one_for_one",
-        intensity=3,
-        period=60,
-        children=[
-            ChildSpec(id="reserver", start=lambda: BudgetReserver(loaded.allocation)),
-            supervisor(
-                "campaign",
-                SupervisorSpec(
-                    strategy="one_for_all",
-                    intensity=0,
-                    period=1,
-                    children=[ChildSpec(id="grader", start=lambda: Grader(options))],
-                ),
-            ),
-        ],
+    # The campaign supervisor: the grader, then the trial scheduler (started once the
+    # grader is up). A failure of either ends the campaign: trials never retry.
+    campaign = SupervisorSpec(
+        strategy="one_for_all",
+        intensity=0,
+        period=1,
+        children=[ChildSpec(id="grader", start=lambda: Grader(options))],
     )
-    records = [*BUDGET_RECORDS, *EDITING_RECORDS]
     with campaign_lock(layout.root):
-        await _run_tree(loaded, layout, options, root, records, done)
+        await _run_tree(loaded, layout, options, campaign, done)
     return layout
 
 
@@ -606,18 +595,19 @@ async def _run_tree(
     loaded: Loaded,
     layout: RunLayout,
     options: CampaignOptions,
-    root: SupervisorSpec,
-    records: list[Any],
+    campaign_spec: SupervisorSpec,
     done: anyio.Event,
 ) -> None:
-    async with open_runtime(journal=layout.journal, root=root, record_types=records) as rt:
-        campaign = await rt.root.child_supervisor("campaign")
-        reserver = await rt.root.child("reserver")
+    records = [*BUDGET_RECORDS, *EDITING_RECORDS]
+    async with open_campaign_tree(
+        layout.journal, records, loaded.allocation, campaign=campaign_spec
+    ) as tree:
+        campaign = await tree.campaign()
         grader = await campaign.child("grader")
 
         def scheduler() -> TrialScheduler:
             return TrialScheduler(
-                loaded, layout, options, reserver=reserver, grader=grader, done=done
+                loaded, layout, options, reserver=tree.reserver, grader=grader, done=done
             )
 
         await campaign.start_child(ChildSpec(id="scheduler", start=scheduler, restart="temporary"))

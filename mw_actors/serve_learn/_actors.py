@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .._core._actor import Actor, ActorContext, ActorRef
+from .._core._actor import Actor, ActorContext
 from .._core._journal import Journal
 from ._episode import serve_episode
 from ._records import (
@@ -47,6 +47,10 @@ class Learner(_Journaled):
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
+
+    async def init(self, ctx: ActorContext) -> object:
+        self.shared.learner = ctx.ref  # the stream tells it each block served in full
+        return await super().init(ctx)
 
     async def run(self, ctx: ActorContext) -> None:
         # A block served in full but not learned (the learner crashed, or the process
@@ -132,9 +136,8 @@ def digest_dir(directory: Path) -> str:
 class Stream(_Journaled):
     """Serves the stream block by block; block k waits for v(k)."""
 
-    def __init__(self, shared: Shared, learner: ActorRef[int]) -> None:
+    def __init__(self, shared: Shared) -> None:
         self.shared = shared
-        self.learner = learner
 
     async def run(self, ctx: ActorContext) -> None:
         shared = self.shared
@@ -153,7 +156,8 @@ class Stream(_Journaled):
             if shared.blocked.is_set():
                 break
             if block < shared.plan.blocks and block not in shared.learned:
-                await self.learner.tell(block)
+                assert shared.learner is not None, "the learner starts before the stream"
+                await shared.learner.tell(block)
         shared.stream_done.set()
         if shared.blocked.is_set():
             shared.learner_done.set()

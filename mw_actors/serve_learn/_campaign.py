@@ -31,12 +31,9 @@ import structlog
 
 import sandbox
 
-from .._core._runtime import open_runtime
+from .._campaign_tree import open_campaign_tree
 from .._core._spec import ChildSpec, SupervisorSpec
-from .._core._supervisor import supervisor
 from .._lock import campaign_lock
-from .._metering import start_meter
-from .._reserver import BudgetReserver, ReserverClient
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled
 from ._engines import JudgeLink
@@ -97,23 +94,10 @@ async def _run(
     ledger = await anyio.to_thread.run_sync(ledger_lines, ledger_path)
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", run.root, services)
-        async with open_runtime(
-            journal=run.journal,
-            record_types=RECORDS,
-            root=SupervisorSpec(
-                strategy="one_for_one",
-                intensity=3,
-                period=60,
-                children=[
-                    ChildSpec(
-                        id="reserver",
-                        start=lambda: BudgetReserver(spec.allocation_usd, ledger=ledger),
-                    )
-                ],
-            ),
-        ) as rt:
-            journal = rt.journal
-            assert journal is not None
+        async with open_campaign_tree(
+            run.journal, RECORDS, spec.allocation_usd, ledger=ledger
+        ) as tree:
+            journal = tree.journal
             await end_interrupted(shared, journal, interrupted)  # the protocol attempts once
             if raised and journaled.started is not None:
                 await journal.append(
@@ -134,56 +118,34 @@ async def _run(
                         settings=msgspec.to_builtins(Submission.from_spec(spec)),
                     )
                 )
-            reserver = await rt.root.child("reserver")
             # The wire meters are actors of the runtime. Stopping them, before the end is
             # written, waits for every attempt in flight to write its line and settle.
-            budget = ReserverClient(reserver)
-            host = await start_meter(rt.root, "host-meter", config, budget, port=spec.wm_port or 0)
-            meter_port = host.port
+            meters_started = ["host-meter"]
+            host = await tree.meter("host-meter", config, port=spec.wm_port or 0)
             learner_port = None
             if isinstance(shared.method, Mwm):
-                learner_port = await start_learner(spec, run, services, rt, budget, shared.method)
+                learner_port = await start_learner(spec, run, services, tree, shared.method)
+                meters_started.append("learner-meter")
             judge = None
             if spec.judged:  # every request of the verifier's judge through its own meter
                 judge_config = await start_upstream(spec, "judge", run.root / "judge", services)
-                judged = await start_meter(rt.root, "judge-meter", judge_config, budget)
+                judged = await tree.meter("judge-meter", judge_config)
                 judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
+                meters_started.append("judge-meter")
             await anyio.to_thread.run_sync(
-                stamp_run_log, spec, run, schedule, meter_port, learner_port
+                stamp_run_log, spec, run, schedule, host.port, learner_port
             )
             model = spec.wire_model(spec.model)
-            async with shared.engine.connected(meter_port, model, spec.reasoning_effort, judge):
-                campaign = await rt.root.start_child(
-                    supervisor(
-                        "campaign",
-                        SupervisorSpec(
-                            strategy="rest_for_one",
-                            intensity=5,
-                            period=60,
-                            children=[ChildSpec(id="learner", start=lambda: Learner(shared))],
-                        ),
-                    )
-                )
-                del campaign
-                campaign_ref = await rt.root.child_supervisor("campaign")
-                learner = await campaign_ref.child("learner")
-                await campaign_ref.start_child(
-                    ChildSpec(
-                        id="stream", start=lambda: Stream(shared, learner), restart="transient"
-                    )
-                )
-                await campaign_ref.start_child(
-                    ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient")
-                )
+            async with shared.engine.connected(host.port, model, spec.reasoning_effort, judge):
+                await tree.start_campaign(_campaign_supervisor(shared))
                 if on_started is not None:
                     on_started()
                 await shared.waiter_done.wait()
                 await shared.stream_done.wait()
                 if not shared.blocked.is_set():
                     await shared.learner_done.wait()
-            if learner_port is not None:
-                await rt.root.terminate_child("learner-meter")
-            await rt.root.terminate_child("host-meter")
+            for meter in reversed(meters_started):
+                await tree.stop(meter)
             state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
             await journal.append(CampaignEnded(state=state))
             overhead = sorted(shared.overhead) or [0.0]
@@ -197,3 +159,21 @@ async def _run(
         services.cancel_scope.cancel()
     await anyio.to_thread.run_sync(write_outputs, run, spec)
     return run
+
+
+def _campaign_supervisor(shared: Shared) -> SupervisorSpec:
+    """The serve-and-learn campaign: the learner, then the stream, then the waiter.
+
+    rest_for_one: a learner that crashes restarts the stream and the waiter after it
+    (each resumes from the journal); the stream and the waiter end when done.
+    """
+    return SupervisorSpec(
+        strategy="rest_for_one",
+        intensity=5,
+        period=60,
+        children=[
+            ChildSpec(id="learner", start=lambda: Learner(shared)),
+            ChildSpec(id="stream", start=lambda: Stream(shared), restart="transient"),
+            ChildSpec(id="waiter", start=lambda: Waiter(shared), restart="transient"),
+        ],
+    )

@@ -20,12 +20,9 @@ import anyio
 
 from mw_errors import ConfigError
 
+from .._campaign_tree import CampaignTree, open_campaign_tree
 from .._core._journal import read_journal
-from .._core._runtime import Runtime, open_runtime
-from .._core._spec import ChildSpec, SupervisorSpec
 from .._lock import campaign_lock
-from .._metering import start_meter
-from .._reserver import BudgetReserver, ReserverClient
 from ._checks import check_model, prepare_scenario, probe_endpoints
 from ._engines import JudgeLink
 from ._episode import serve_episode
@@ -87,39 +84,31 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         # One budget for every meter of the run (host, judge), kept by a reserver journaled
         # with the run's episodes and rebuilt from its ledger, as a campaign's is.
         ledger = await anyio.to_thread.run_sync(ledger_lines, manual.root / "ledger.jsonl")
-        reserver = ChildSpec(
-            id="reserver", start=lambda: BudgetReserver(spec.allocation_usd, ledger=ledger)
-        )
-        async with open_runtime(
-            journal=manual.journal,
-            record_types=RECORDS,
-            root=SupervisorSpec(strategy="one_for_one", children=[reserver]),
-        ) as rt:
-            assert rt.journal is not None
-            await end_interrupted(shared, rt.journal, interrupted)
-            budget = ReserverClient(await rt.root.child("reserver"))
-            tested, skipped, earlier = await _test_ready_windows(shared, rt, budget)
+        async with open_campaign_tree(
+            manual.journal, RECORDS, spec.allocation_usd, ledger=ledger
+        ) as tree:
+            await end_interrupted(shared, tree.journal, interrupted)
+            tested, skipped, earlier = await _test_ready_windows(shared, tree)
     await anyio.to_thread.run_sync(write_outputs, manual, spec)
     return ManualReport(manual, tested, skipped, earlier)
 
 
 async def _test_ready_windows(
-    shared: Shared, rt: Runtime, budget: ReserverClient
+    shared: Shared, tree: CampaignTree
 ) -> tuple[list[int], list[int], list[int]]:
     spec = shared.spec
-    journal = rt.journal
-    assert journal is not None
+    journal = tree.journal
     tested: list[int] = []
     skipped: list[int] = []
     earlier: list[int] = []
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", shared.run.root, services)
-        host = await start_meter(rt.root, "host-meter", config, budget)
+        host = await tree.meter("host-meter", config)
         judge = None
         if spec.judged:  # the verifier's judge, through a meter of its own
             root = shared.run.root / "judge"
             judge_config = await start_upstream(spec, "judge", root, services)
-            judged = await start_meter(rt.root, "judge-meter", judge_config, budget)
+            judged = await tree.meter("judge-meter", judge_config)
             judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
         model = spec.wire_model(spec.model)
         async with shared.engine.connected(host.port, model, spec.reasoning_effort, judge):
@@ -139,6 +128,6 @@ async def _test_ready_windows(
                 tested.append(window.window)
         # Each meter writes and settles its attempts in flight before the providers go.
         for meter in ("judge-meter", "host-meter") if spec.judged else ("host-meter",):
-            await rt.root.terminate_child(meter)
+            await tree.stop(meter)
         services.cancel_scope.cancel()
     return tested, skipped, earlier

@@ -14,9 +14,7 @@ import anyio.abc
 
 import meters
 
-from .._core._runtime import Runtime
-from .._metering import start_meter
-from .._reserver import ReserverClient
+from .._campaign_tree import CampaignTree
 from ..provider import (
     LOCAL_PRICES,
     FaultPlan,
@@ -79,14 +77,13 @@ async def start_learner(
     spec: CampaignSpec,
     run: RunDir,
     services: anyio.abc.TaskGroup,
-    rt: Runtime,
-    reserver: ReserverClient,
+    tree: CampaignTree,
     method: Mwm,
 ) -> int:
     """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
     config = await start_upstream(spec, "learner", run.root / "learner", services)
     port = spec.wm_port + 1 if spec.wm_port is not None else 0
-    bound = (await start_meter(rt.root, "learner-meter", config, reserver, port=port)).port
+    bound = (await tree.meter("learner-meter", config, port=port)).port
     method.endpoint = LearnerEndpoint(
         f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
+from .._core._actor import ActorRef
 from .._core._journal import Journal, read_journal
 from ._engines import Engine, make_engine
 from ._methods import Method, make_method
@@ -79,6 +80,7 @@ class Shared:
         self.overhead: list[float] = []  # per episode: wall minus queueing and provider time
         self.stream_done = anyio.Event()
         self.learner_done = anyio.Event()
+        self.learner: ActorRef[int] | None = None  # the learner actor, once it started
         self.waiter_done = anyio.Event()
         if schedule.blocks == 0:  # nothing to learn
             self.learner_done.set()
