@@ -19,6 +19,13 @@ __all__ = ["TAG_PATTERN", "check_scenario", "check_tag"]
 TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+def _segment(what: str, value: object, refused: str, hint: str) -> str:
+    """``value`` if it is one plain path segment (``TAG_PATTERN``); else ConfigError."""
+    if not isinstance(value, str) or not TAG_PATTERN.fullmatch(value):
+        raise ConfigError(f"{what} {value!r} {refused}", hint=hint)
+    return value
+
+
 def check_tag(tag: object) -> str:
     """``tag``, if it is one; else ConfigError.
 
@@ -26,13 +33,8 @@ def check_tag(tag: object) -> str:
         ConfigError: not 1 to 128 letters, digits, ``.``, ``_`` or ``-`` starting
             with a letter or a digit.
     """
-    if not isinstance(tag, str) or not TAG_PATTERN.fullmatch(tag):
-        raise ConfigError(
-            f"tag {tag!r} is not a run name",
-            hint="a tag is 1-128 letters, digits, '.', '_' or '-', starting with a letter "
-            "or a digit",
-        )
-    return tag
+    hint = "a tag is 1-128 letters, digits, '.', '_' or '-', starting with a letter or a digit"
+    return _segment("tag", tag, "is not a run name", hint)
 
 
 def check_scenario(name: object) -> str:
@@ -41,10 +43,8 @@ def check_scenario(name: object) -> str:
     Raises:
         ConfigError: not a plain path segment, by the rule of :func:`check_tag`.
     """
-    if not isinstance(name, str) or not TAG_PATTERN.fullmatch(name):
-        raise ConfigError(
-            f"scenario {name!r} is not a scenario name",
-            hint="a scenario is named as ServeLearnBench names them (banking_l1, pitch_l3) "
-            "or synthetic_<name>: letters, digits, '.', '_' or '-'",
-        )
-    return name
+    hint = (
+        "a scenario is named as ServeLearnBench names them (banking_l1, pitch_l3) "
+        "or synthetic_<name>: letters, digits, '.', '_' or '-'"
+    )
+    return _segment("scenario", name, "is not a scenario name", hint)
