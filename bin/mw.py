@@ -836,7 +836,11 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         "--model", help="the host model, <backend>/<model id> (default $MW_MODEL, local/scripted)"
     )
     parser.add_argument("--train-split", type=int, help="serve only this prefix (MW_TRAIN_SPLIT)")
-    parser.add_argument("--concurrency", type=int, help="episodes at once (default 4)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="episodes at once, serving and tests each (default 4): up to 2N requests",
+    )
     parser.add_argument(
         "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"
     )
