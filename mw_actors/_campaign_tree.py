@@ -9,7 +9,7 @@
      └─ campaign    the kind's own supervisor, declared by the kind; started with
                     tree.start_campaign(spec) once what it needs is up
 
-A campaign kind provides its records, its allocation, the ledger lines a
+A campaign kind provides its records, its allocation, the ledger file a
 resumed budget is rebuilt from, and its campaign supervisor's spec; it starts
 its meters and its supervisor when its own order needs them (serve-and-learn
 connects its episode engine to the host meter first). Manual test mode uses
@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 import meters
 
@@ -33,7 +35,7 @@ from ._core._records import Record
 from ._core._runtime import Runtime, open_runtime
 from ._core._spec import ChildSpec, Restart, SupervisorSpec
 from ._core._supervisor import SupervisorRef, supervisor
-from ._metering import MeterPlace, start_meter
+from ._metering import MeterPlace, ledger_lines, start_meter
 from ._reserver import BudgetReserver, ReserverClient
 
 __all__ = ["CampaignTree", "open_campaign_tree"]
@@ -49,6 +51,7 @@ class CampaignTree:
     journal: Journal
     reserver: ActorRef[Any]
     budget: ReserverClient  # what a meter reserves through
+    meter_ids: list[str] = field(default_factory=list)  # the meters started, in order
 
     async def meter(
         self,
@@ -60,7 +63,7 @@ class CampaignTree:
         restart: Restart | str = Restart.PERMANENT,
     ) -> MeterPlace:
         """A wire meter under the root, reserving from the campaign's budget (or ``reserver``)."""
-        return await start_meter(
+        place = await start_meter(
             self.runtime.root,
             child_id,
             config,
@@ -68,6 +71,8 @@ class CampaignTree:
             port=port,
             restart=restart,
         )
+        self.meter_ids.append(child_id)
+        return place
 
     async def start_campaign(self, spec: SupervisorSpec) -> SupervisorRef:
         """Start the kind's campaign supervisor under the root; its reference."""
@@ -78,9 +83,13 @@ class CampaignTree:
         """The campaign supervisor, once started."""
         return await self.runtime.root.child_supervisor(CAMPAIGN)
 
-    async def stop(self, child_id: str) -> None:
-        """Stop a root child (a meter writes and settles every attempt in flight first)."""
-        await self.runtime.root.terminate_child(child_id)
+    async def stop_meters(self) -> None:
+        """Stop every meter, the last started first (before the campaign's end record).
+
+        Each writes and settles its attempts in flight as it stops.
+        """
+        while self.meter_ids:
+            await self.runtime.root.terminate_child(self.meter_ids.pop())
 
 
 @asynccontextmanager
@@ -89,20 +98,20 @@ async def open_campaign_tree(
     records: Sequence[type[Record]],
     allocation: Decimal,
     *,
-    ledger: Sequence[meters.LedgerLine] = (),
+    ledger: Path | None = None,
     campaign: SupervisorSpec | None = None,
 ) -> AsyncIterator[CampaignTree]:
     """Open the runtime over ``journal`` with the root above; close it on the way out.
 
-    ``ledger`` holds the host meter's lines so far: the reserver settles what they
-    record and its journal left open (a resume after ``kill -9``). ``campaign``,
+    ``ledger`` is the host meter's ledger file: the reserver settles what its lines
+    so far record and its journal left open (a resume after ``kill -9``). ``campaign``,
     if given, starts with the root, after the reserver.
 
     Raises:
         StartFailed: the reserver or the campaign supervisor could not start.
         JournalFatal: the journal failed.
     """
-    lines = list(ledger)
+    lines = [] if ledger is None else await anyio.to_thread.run_sync(ledger_lines, ledger)
     children: list[Any] = [
         ChildSpec(id="reserver", start=lambda: BudgetReserver(allocation, ledger=lines))
     ]

@@ -40,7 +40,12 @@ from ._core._spec import ChildSpec, Restart
 from ._core._supervisor import SupervisorRef
 from ._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 
-__all__ = ["MeterActor", "MeterPlace", "MeterStats", "run_meter", "start_meter"]
+__all__ = ["MeterActor", "MeterPlace", "MeterStats", "ledger_lines", "run_meter", "start_meter"]
+
+
+def ledger_lines(path: Path) -> list[meters.LedgerLine]:
+    """A meter's ledger lines so far (none before its first request)."""
+    return meters.read_ledger(path) if path.exists() else []
 
 
 class MeterStats(msgspec.Struct, frozen=True):
@@ -150,8 +155,7 @@ async def run_meter(
     allocation = config.allocation_usd
     if allocation is not None and journal is None:
         raise ValueError("a meter with an allocation needs a journal for its budget")
-    ledger_path = config.ledger_dir / "ledger.jsonl"
-    lines = meters.read_ledger(ledger_path) if ledger_path.exists() else []
+    lines = ledger_lines(config.ledger_dir / "ledger.jsonl")
     async with open_runtime(journal=journal, record_types=BUDGET_RECORDS) as runtime:
         reserver = None
         if allocation is not None:

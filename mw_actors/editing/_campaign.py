@@ -60,7 +60,7 @@ from .._core._journal import Journal
 from .._core._spec import ChildSpec, SupervisorSpec
 from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
-from .._metering import start_meter
+from .._metering import ledger_lines, start_meter
 from .._reserver import BUDGET_RECORDS, ReserverClient
 from ._actions import load_actions
 from ._config import Grading, Loaded, Trial
@@ -437,8 +437,7 @@ class TrialScheduler(Actor[Any]):
         finally:
             with anyio.CancelScope(shield=True), contextlib.suppress(KeyError):
                 await root.terminate_child(meter_id)  # gone already if it crashed
-            path = ledger_dir / "ledger.jsonl"
-            lines = read_ledger(path) if path.exists() else []
+            lines = ledger_lines(ledger_dir / "ledger.jsonl")
             self.spent = Decimal(summarize(lines, "host").cost_usd)
 
     async def _edit(self, trial: Trial, envelope: Decimal) -> ArtifactHashes:

@@ -46,7 +46,7 @@ from ._records import (
 )
 from ._scenario import Scenario
 from ._schedule import Plan
-from ._services import ledger_lines, start_learner, start_upstream
+from ._services import start_learner, start_upstream
 from ._spec import RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
 
@@ -88,14 +88,12 @@ async def _run(
         )
     shared = Shared(spec, run, scenario, schedule)
     interrupted = await anyio.to_thread.run_sync(restore, shared)
-    # The reserver settles what the host meter already wrote down but did not settle;
-    # the meter then writes off, as `lost`, what it left in flight (see docs/design/meters.md).
-    ledger_path = run.root / "ledger.jsonl"
-    ledger = await anyio.to_thread.run_sync(ledger_lines, ledger_path)
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", run.root, services)
+        # The reserver settles what the host meter already wrote down but did not settle;
+        # the meter then writes off, as `lost`, what it left in flight (docs/design/meters.md).
         async with open_campaign_tree(
-            run.journal, RECORDS, spec.allocation_usd, ledger=ledger
+            run.journal, RECORDS, spec.allocation_usd, ledger=run.root / "ledger.jsonl"
         ) as tree:
             journal = tree.journal
             await end_interrupted(shared, journal, interrupted)  # the protocol attempts once
@@ -120,18 +118,15 @@ async def _run(
                 )
             # The wire meters are actors of the runtime. Stopping them, before the end is
             # written, waits for every attempt in flight to write its line and settle.
-            meters_started = ["host-meter"]
             host = await tree.meter("host-meter", config, port=spec.wm_port or 0)
             learner_port = None
             if isinstance(shared.method, Mwm):
                 learner_port = await start_learner(spec, run, services, tree, shared.method)
-                meters_started.append("learner-meter")
             judge = None
             if spec.judged:  # every request of the verifier's judge through its own meter
                 judge_config = await start_upstream(spec, "judge", run.root / "judge", services)
                 judged = await tree.meter("judge-meter", judge_config)
                 judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
-                meters_started.append("judge-meter")
             await anyio.to_thread.run_sync(
                 stamp_run_log, spec, run, schedule, host.port, learner_port
             )
@@ -144,8 +139,7 @@ async def _run(
                 await shared.stream_done.wait()
                 if not shared.blocked.is_set():
                     await shared.learner_done.wait()
-            for meter in reversed(meters_started):
-                await tree.stop(meter)
+            await tree.stop_meters()
             state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
             await journal.append(CampaignEnded(state=state))
             overhead = sorted(shared.overhead) or [0.0]

@@ -29,7 +29,7 @@ from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
 from ._records import CampaignStarted
-from ._services import ledger_lines, start_upstream
+from ._services import start_upstream
 from ._spec import RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore
 
@@ -83,9 +83,8 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         interrupted = await anyio.to_thread.run_sync(lambda: restore(shared, checkpoints=campaign))
         # One budget for every meter of the run (host, judge), kept by a reserver journaled
         # with the run's episodes and rebuilt from its ledger, as a campaign's is.
-        ledger = await anyio.to_thread.run_sync(ledger_lines, manual.root / "ledger.jsonl")
         async with open_campaign_tree(
-            manual.journal, RECORDS, spec.allocation_usd, ledger=ledger
+            manual.journal, RECORDS, spec.allocation_usd, ledger=manual.root / "ledger.jsonl"
         ) as tree:
             await end_interrupted(shared, tree.journal, interrupted)
             tested, skipped, earlier = await _test_ready_windows(shared, tree)
@@ -126,8 +125,6 @@ async def _test_ready_windows(
                             serve_episode, shared, journal, task, "test", window.test_version
                         )
                 tested.append(window.window)
-        # Each meter writes and settles its attempts in flight before the providers go.
-        for meter in ("judge-meter", "host-meter") if spec.judged else ("host-meter",):
-            await tree.stop(meter)
+        await tree.stop_meters()  # before the providers go
         services.cancel_scope.cancel()
     return tested, skipped, earlier

@@ -15,6 +15,7 @@ import msgspec
 import meters
 
 from .._core._journal import read_journal
+from .._metering import ledger_lines
 from ..provider import (
     LOCAL_PRICES,
 )
@@ -144,7 +145,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
     # The learner's ledger lives in learner/ (its meter's own directory); its summary is
     # also kept at the run's root, where DESIGN.md's table puts it.
     learner_path = run.root / "learner" / "ledger.jsonl"
-    learner_lines = meters.read_ledger(learner_path) if learner_path.exists() else []
+    learner_lines = ledger_lines(learner_path)
     remote = spec.prices if spec.learner_model in spec.endpoints else None
     prices_date = (remote or meters.load_prices(LOCAL_PRICES)).date
     summary = meters.summarize(

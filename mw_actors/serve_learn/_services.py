@@ -29,12 +29,7 @@ from ._learner import LearnerEndpoint
 from ._methods import Mwm
 from ._spec import CampaignSpec, RunDir
 
-__all__ = ["ledger_lines", "start_learner", "start_upstream"]
-
-
-def ledger_lines(path: Path) -> list[meters.LedgerLine]:
-    """A meter's ledger lines so far (none before its first request)."""
-    return meters.read_ledger(path) if path.exists() else []
+__all__ = ["start_learner", "start_upstream"]
 
 
 async def start_upstream(
