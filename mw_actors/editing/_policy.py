@@ -8,20 +8,21 @@ request leaves, its body is retained under ``trials/<id>/policy/`` and a
 
 The protocol: one tool call per turn. A turn with several calls runs none of
 them; a turn with none gets a corrective message. ``finish`` ends the trial.
+The turns are mw's one agent loop (:func:`~mw_actors._turns.run_turns`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 
-from mw_errors import EditFailed
+from mw_errors import EditFailed, ProviderRefused
 
+from .._turns import Agent, Answer, Call, Responses, Turn, object_arguments, run_turns
 from ._actions import Action, Finish, RunPython, Undo
 from ._config import PolicyFile
 from ._editors import EditContext, apply
@@ -65,21 +66,65 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
-def _action(call: dict[str, Any]) -> Action | str:
+def _action(call: Call) -> Action | str:
     """The action a function call asks for, or why it cannot run."""
-    try:
-        arguments = json.loads(call.get("arguments") or "{}")
-    except ValueError:
-        return "the arguments are not JSON"
-    name = call.get("name")
-    if name == "run_python":
-        code = arguments.get("code") if isinstance(arguments, dict) else None
+    arguments = object_arguments(call)
+    if isinstance(arguments, str):
+        return f"the arguments are not a JSON object ({arguments})"
+    if call.name == "run_python":
+        code = arguments.get("code")
         return RunPython(code) if isinstance(code, str) else "run_python needs a string `code`"
-    if name == "undo":
+    if call.name == "undo":
         return Undo()
-    if name == "finish":
+    if call.name == "finish":
         return Finish()
-    return f"there is no tool {name!r}; use run_python, undo or finish"
+    return f"there is no tool {call.name!r}; use run_python, undo or finish"
+
+
+class _Editor(Agent):
+    """The policy's tools on the trial's working weights; every request retained first."""
+
+    def __init__(self, ctx: EditContext, limit: int, record_dir: Path, run_root: Path) -> None:
+        self.ctx, self.limit, self.record_dir, self.run_root = ctx, limit, record_dir, run_root
+
+    def max_tokens(self, used_output: int) -> int:
+        return self.limit
+
+    async def sending(self, number: int, data: bytes) -> None:
+        request_path = self.record_dir / f"turn-{number:03d}.request.json"
+        await anyio.Path(request_path).write_bytes(data)
+        await self.ctx.journal.append(
+            PolicyIntent(
+                trial_id=self.ctx.trial_id,
+                turn=number,
+                idempotency_id=f"{self.ctx.trial_id}/turn-{number:03d}",
+                request_sha256=hashlib.sha256(data).hexdigest(),
+                request_path=str(request_path.relative_to(self.run_root)),
+            )
+        )
+
+    async def answered(self, number: int, response: httpx.Response) -> None:
+        path = self.record_dir / f"turn-{number:03d}.response.json"
+        await anyio.Path(path).write_bytes(response.content)
+
+    async def none(self, turn: Turn) -> Answer:
+        await self.ctx.step(turn.number, "none", None)
+        return Answer(user="Your turn had no tool call. Call exactly one tool.")
+
+    async def several(self, turn: Turn) -> Answer:
+        await self.ctx.step(turn.number, "rejected", None)
+        return Answer(
+            results=[(c.id, "not run: one tool call per turn") for c in turn.calls],
+            user=f"Your turn had {len(turn.calls)} tool calls, so none ran. Call exactly one tool.",
+        )
+
+    async def one(self, turn: Turn, call: Call) -> Answer:
+        action = _action(call)
+        if isinstance(action, str):
+            await self.ctx.step(turn.number, "invalid", None)
+            return Answer(results=[(call.id, f"not run: {action}")])
+        observation = await apply(self.ctx, turn.number, action)
+        return Answer(results=[(call.id, observation)], done=isinstance(action, Finish))
 
 
 async def run_policy(
@@ -98,82 +143,24 @@ async def run_policy(
         EditFailed: the meter or the provider refused a request (the answer is retained).
     """
     await anyio.Path(record_dir).mkdir(parents=True, exist_ok=True)
-    history: list[dict[str, Any]] = [
-        {"role": "user", "content": "Edit the weights for the task, then call finish."}
-    ]
-    limit = min(policy.max_output_tokens, output_tokens)
-    async with httpx.AsyncClient(base_url=meter_url, timeout=600.0) as client:
-        for turn in range(1, turns + 1):
-            body = {
-                "model": policy.model,
-                "instructions": INSTRUCTIONS,
-                "input": history,
-                "tools": TOOLS,
-                "parallel_tool_calls": False,
-                "max_output_tokens": limit,
-                "store": False,
-            }
-            data = json.dumps(body, sort_keys=True).encode()
-            request_path = record_dir / f"turn-{turn:03d}.request.json"
-            await anyio.Path(request_path).write_bytes(data)
-            await ctx.journal.append(
-                PolicyIntent(
-                    trial_id=ctx.trial_id,
-                    turn=turn,
-                    idempotency_id=f"{ctx.trial_id}/turn-{turn:03d}",
-                    request_sha256=hashlib.sha256(data).hexdigest(),
-                    request_path=str(request_path.relative_to(run_root)),
-                )
+    editor = _Editor(ctx, min(policy.max_output_tokens, output_tokens), record_dir, run_root)
+    async with httpx.AsyncClient(
+        base_url=f"{meter_url}/v1", timeout=600.0, headers={"authorization": "Bearer meter"}
+    ) as client:
+        try:
+            tally = await run_turns(
+                client,
+                Responses(),
+                editor,
+                label="the policy's request",
+                model=policy.model,
+                history=[
+                    {"role": "user", "content": "Edit the weights for the task, then call finish."}
+                ],
+                tools=TOOLS,
+                turns=turns,
+                extra={"instructions": INSTRUCTIONS, "parallel_tool_calls": False, "store": False},
             )
-            response = await client.post(
-                "/v1/responses",
-                content=data,
-                headers={"content-type": "application/json", "authorization": "Bearer meter"},
-            )
-            await anyio.Path(record_dir / f"turn-{turn:03d}.response.json").write_bytes(
-                response.content
-            )
-            if response.status_code != 200:
-                raise EditFailed(
-                    f"the policy's request {turn} was refused with HTTP {response.status_code}: "
-                    f"{response.text[:200]}"
-                )
-            try:
-                output = response.json().get("output") or []
-            except (ValueError, AttributeError):
-                raise EditFailed(
-                    f"the provider's answer to request {turn} is not a Responses object"
-                ) from None
-            history.extend(item for item in output if isinstance(item, dict))
-            calls = [item for item in output if item.get("type") == "function_call"]
-            if len(calls) != 1:
-                why = "no tool call" if not calls else f"{len(calls)} tool calls, so none ran"
-                for call in calls:
-                    history.append(
-                        {
-                            "type": "function_call_output",
-                            "call_id": call.get("call_id"),
-                            "output": "not run: one tool call per turn",
-                        }
-                    )
-                history.append(
-                    {"role": "user", "content": f"Your turn had {why}. Call exactly one tool."}
-                )
-                await ctx.step(turn, "none" if not calls else "rejected", None)
-                continue
-            action = _action(calls[0])
-            if isinstance(action, str):
-                await ctx.step(turn, "invalid", None)
-                observation = f"not run: {action}"
-            else:
-                observation = await apply(ctx, turn, action)
-            history.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": calls[0].get("call_id"),
-                    "output": observation,
-                }
-            )
-            if isinstance(action, Finish):
-                return turn
-    return turns
+        except ProviderRefused as exc:
+            raise EditFailed(exc.message) from None
+    return tally.turns

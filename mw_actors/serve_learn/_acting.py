@@ -19,8 +19,6 @@ nothing of it is ever put into a message.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -28,8 +26,8 @@ import httpx
 import msgspec
 
 import meters
-from mw_errors import ProviderRefused
 
+from .._turns import Agent, Answer, Call, ChatCompletions, Turn, object_arguments, run_turns
 from . import _protocol as P
 from ._protocol import MAX_TOKENS, score_line
 from ._scenario import Task
@@ -100,54 +98,124 @@ def acting_client(meter_port: int) -> httpx.AsyncClient:
     )
 
 
-def _error_code(response: httpx.Response) -> str | None:
-    """The ``code`` of an OpenAI-format error body, if it has one."""
-    try:
-        error = response.json().get("error")
-    except (ValueError, AttributeError):
-        return None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
-
-
-def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """The turn's tool calls as ``{id, name, arguments}`` (arguments: the raw JSON text)."""
-    calls = []
-    for index, call in enumerate(message.get("tool_calls") or []):
-        if not isinstance(call, dict):
-            continue
-        function = call.get("function")
-        function = function if isinstance(function, dict) else {}
-        arguments = function.get("arguments")
-        calls.append(
-            {
-                "id": str(call.get("id") or f"call_{index}"),
-                "name": str(function.get("name") or ""),
-                "arguments": arguments if isinstance(arguments, str) else "",
-            }
-        )
-    return calls
-
-
-def _assistant(message: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """The assistant turn as returned, reasoning included, back into history."""
-    content = message.get("content") or ""
-    turn: dict[str, Any] = {
-        "role": "assistant",
-        "content": content if (content or not calls) else None,
+def _counted(usage: meters.Usage) -> dict[str, int]:
+    """One call's usage as the benchmark's client counts it."""
+    return {
+        "input": usage.input_tokens,
+        "cache_input": usage.cached_input_tokens,
+        "output": usage.output_tokens,
+        "reasoning": usage.reasoning_tokens,
+        "calls": 1,
     }
-    if message.get("reasoning_content"):
-        turn["reasoning_content"] = message["reasoning_content"]
-    if calls:
-        turn["tool_calls"] = [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": P.passback_args(c["arguments"])},
-            }
-            for c in calls
-        ]
-    return turn
+
+
+class _Host(Agent):
+    """The host agent's tools and the harness's words, and the episode's trace."""
+
+    def __init__(
+        self,
+        env: Environment,
+        task: Task,
+        wm: Callable[[str], str] | None,
+        budget: Budget,
+        max_tokens: int,
+    ) -> None:
+        self.env, self.wm, self.budget, self._max_tokens = env, wm, budget, max_tokens
+        self.names = {t["function"]["name"] for t in env.tools} - {"finish"}
+        self.finish_spec = next((t for t in env.tools if t["function"]["name"] == "finish"), None)
+        self.trace: list[dict[str, Any]] = []
+        self.tool_calls = 0
+        self.turn_input = task.instruction
+
+    def max_tokens(self, used_output: int) -> int:
+        return self._max_tokens
+
+    def refused(self, response: httpx.Response) -> bool:
+        """A 4xx that names the context limit: the model's own doing, scored as it stands."""
+        text = response.text[:300]
+        if not (400 <= response.status_code < 500 and _overflow(text)):
+            return False
+        self.end("error", "(context_overflow)", text)
+        return True
+
+    def end(self, kind: str, name: str, obs: str) -> None:
+        self.trace.append({"kind": kind, "name": name, "args": {}, "obs": obs,
+                           "input": self.turn_input, "raw": "", "reasoning": ""})  # fmt: skip
+
+    def _step(self, turn: Turn) -> dict[str, Any]:
+        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls]
+        return {"input": self.turn_input, "raw": turn.text, "reasoning": turn.reasoning,
+                "tool_calls": calls, "finish_reason": turn.finish_reason,
+                "usage": _counted(turn.usage)}  # fmt: skip
+
+    def _observe(self, text: str) -> None:
+        self.turn_input = f"Observation: {text}"
+
+    async def turn(self, turn: Turn) -> Answer:
+        if turn.finish_reason == "length" and turn.calls:  # a cut reply executes nothing
+            err = "not executed: " + P.MSG_NO_ACTION_LENGTH
+            self.trace.append({"kind": "invalid", "name": "(no_action)",
+                               "args": {"calls": [c.name for c in turn.calls]}, "obs": err,
+                               "invalid_reason": "length", **self._step(turn)})  # fmt: skip
+            self._observe(err)
+            return Answer(results=[(c.id, err) for c in turn.calls])
+        return await super().turn(turn)
+
+    async def none(self, turn: Turn) -> Answer:
+        why = "length" if turn.finish_reason == "length" else "no_action"
+        self.trace.append({"kind": "invalid", "name": "(no_action)", "args": {}, "obs": "",
+                           "invalid_reason": why, **self._step(turn)})  # fmt: skip
+        self.turn_input = P.MSG_NO_ACTION_LENGTH if why == "length" else P.MSG_NO_ACTION
+        return Answer(user=self.turn_input)
+
+    async def several(self, turn: Turn) -> Answer:
+        called = [c.name for c in turn.calls]
+        why = "finish_with_tool" if "finish" in called else "multi_action"
+        err = P.MSG_MULTI.format(n=len(called))
+        self.trace.append({"kind": "invalid", "name": f"({why})", "args": {"calls": called},
+                           "obs": err, "invalid_reason": why, **self._step(turn)})  # fmt: skip
+        self._observe(err)
+        return Answer(results=[(c.id, err) for c in turn.calls])
+
+    def _invalid(self, turn: Turn, call: Call, why: str, args: Any, err: str) -> Answer:
+        self.trace.append({"kind": "invalid", "name": f"({why})",
+                           "args": {"tool": call.name, "arguments": args}, "obs": err,
+                           "invalid_reason": why, "call_id": call.id,
+                           **self._step(turn)})  # fmt: skip
+        self._observe(err)
+        return Answer(results=[(call.id, err)])
+
+    async def one(self, turn: Turn, call: Call) -> Answer:
+        args = object_arguments(call)
+        if isinstance(args, str):
+            err = P.MSG_SCHEMA.format(detail=args)
+            return self._invalid(turn, call, "schema_invalid", call.arguments[:500], err)
+        if call.name == "finish" and self.finish_spec is not None:
+            rejected = P.finish_args_error(args, self.finish_spec)
+            if rejected:
+                self.trace.append({"kind": "tool", "name": "finish", "args": args,
+                                   "obs": rejected, "call_id": call.id, "rejected": True,
+                                   **self._step(turn)})  # fmt: skip
+                self._observe(rejected)
+                return Answer(results=[(call.id, rejected)])
+            self.env.finish(args)
+            self.trace.append({"kind": "finish", "name": "finish", "args": args, "obs": "",
+                               "call_id": call.id, **self._step(turn)})  # fmt: skip
+            return Answer(results=[(call.id, P.FINISH_ACK)], done=True)
+        if call.name == WM_TOOL["function"]["name"] and self.wm is not None:
+            obs = self.wm(str(args.get("query", "")))
+        elif call.name not in self.names:
+            err = P.MSG_UNKNOWN.format(name=call.name)
+            return self._invalid(turn, call, "unknown_tool", args, err)
+        elif self.tool_calls >= self.budget.tool_calls:  # the Env's rule: finish is exempt
+            obs = P.tool_budget_exhausted()
+        else:
+            self.tool_calls += 1
+            obs = self.env.call(call.name, args)
+        self.trace.append({"kind": "tool", "name": call.name, "args": args, "obs": obs,
+                           "call_id": call.id, **self._step(turn)})  # fmt: skip
+        self._observe(obs)
+        return Answer(results=[(call.id, obs)])
 
 
 async def run_episode(
@@ -170,155 +238,53 @@ async def run_episode(
     against its schema (a rejected finish may finish again); a turn with no call or
     several gets the harness's corrective message; a reply cut by the length limit
     executes nothing; a context overflow (a 4xx naming the context) ends the episode.
+    The turns themselves are mw's one loop (:func:`~mw_actors._turns.run_turns`).
 
     Raises:
         ProviderRefused: the meter or the provider answered with another error.
     """
     budget = budget or Budget()
     system = system_prompt if mwm_context is None else f"{system_prompt}\n\n{mwm_context}"
-    tools = [*env.tools, WM_TOOL] if wm is not None else list(env.tools)
-    names = {t["function"]["name"] for t in env.tools} - {"finish"}
-    finish_spec = next((t for t in env.tools if t["function"]["name"] == "finish"), None)
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": task.instruction},
-    ]
-    trace: list[dict[str, Any]] = []
-    usage = dict.fromkeys(("input", "cache_input", "output", "reasoning", "calls"), 0)
-    tool_calls = 0
-    provider_seconds = 0.0
-    turn_input = task.instruction
-    for _ in range(budget.turns):
-        if usage["output"] >= budget.output_tokens:
-            trace.append({"kind": "capped", "name": "(token_cap)", "args": {},
-                          "obs": f"task exceeded {budget.output_tokens} output tokens",
-                          "input": turn_input, "raw": "", "reasoning": ""})  # fmt: skip
-            break
-        body: dict[str, Any] = {"model": model, "messages": messages, "tools": tools,
-                                "max_tokens": max_tokens, "parallel_tool_calls": False}  # fmt: skip
-        if reasoning_effort:
-            body["reasoning_effort"] = reasoning_effort
-        sent = time.perf_counter()
-        response = await client.post("/chat/completions", json=body)
-        provider_seconds += time.perf_counter() - sent
-        if response.status_code != 200:
-            text = response.text[:300]
-            if 400 <= response.status_code < 500 and _overflow(text):
-                trace.append({"kind": "error", "name": "(context_overflow)", "args": {},
-                              "obs": text, "input": turn_input, "raw": "",
-                              "reasoning": ""})  # fmt: skip
-                break
-            raise ProviderRefused(
-                f"{task.task_id}: HTTP {response.status_code} {text[:200]}",
-                status=response.status_code,
-                kind=_error_code(response),
-            )
-        data = response.json()
-        counted = _usage(data.get("usage") or {})
-        for key, value in counted.items():
-            usage[key] += value
-        choice = data["choices"][0]
-        message = dict(choice.get("message") or {})
-        reason = choice.get("finish_reason")
-        calls = _calls(message)
-        messages.append(_assistant(message, calls))
-        step = {"input": turn_input, "raw": message.get("content") or "",
-                "reasoning": message.get("reasoning_content") or "", "tool_calls": calls,
-                "finish_reason": reason, "usage": counted}  # fmt: skip
-        if reason == "length" and calls:
-            err = "not executed: " + P.MSG_NO_ACTION_LENGTH
-            for c in calls:
-                messages.append({"role": "tool", "tool_call_id": c["id"], "content": err})
-            trace.append({"kind": "invalid", "name": "(no_action)",
-                          "args": {"calls": [c["name"] for c in calls]}, "obs": err,
-                          "invalid_reason": "length", **step})  # fmt: skip
-            turn_input = f"Observation: {err}"
-            continue
-        if not calls:
-            why = "length" if reason == "length" else "no_action"
-            trace.append({"kind": "invalid", "name": "(no_action)", "args": {}, "obs": "",
-                          "invalid_reason": why, **step})  # fmt: skip
-            turn_input = P.MSG_NO_ACTION_LENGTH if reason == "length" else P.MSG_NO_ACTION
-            messages.append({"role": "user", "content": turn_input})
-            continue
-        if len(calls) > 1:
-            called = [c["name"] for c in calls]
-            why = "finish_with_tool" if "finish" in called else "multi_action"
-            err = P.MSG_MULTI.format(n=len(calls))
-            for c in calls:
-                messages.append({"role": "tool", "tool_call_id": c["id"], "content": err})
-            trace.append({"kind": "invalid", "name": f"({why})", "args": {"calls": called},
-                          "obs": err, "invalid_reason": why, **step})  # fmt: skip
-            turn_input = f"Observation: {err}"
-            continue
-        call = calls[0]
-        name, raw = call["name"], call["arguments"]
-        try:
-            args = json.loads(raw) if raw.strip() else {}
-            bad = None if isinstance(args, dict) else f"got {type(args).__name__}, not an object"
-        except ValueError as exc:
-            args, bad = None, f"invalid JSON: {str(exc)[:80]}"
-        if bad:
-            err = P.MSG_SCHEMA.format(detail=bad)
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": err})
-            trace.append({"kind": "invalid", "name": "(schema_invalid)",
-                          "args": {"tool": name, "arguments": raw[:500]}, "obs": err,
-                          "invalid_reason": "schema_invalid", "call_id": call["id"],
-                          **step})  # fmt: skip
-            turn_input = f"Observation: {err}"
-            continue
-        assert isinstance(args, dict)
-        if name == "finish" and finish_spec is not None:
-            rejected = P.finish_args_error(args, finish_spec)
-            if rejected:
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": rejected})
-                trace.append({"kind": "tool", "name": "finish", "args": args, "obs": rejected,
-                              "call_id": call["id"], "rejected": True, **step})  # fmt: skip
-                turn_input = f"Observation: {rejected}"
-                continue
-            env.finish(args)
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": P.FINISH_ACK})
-            trace.append({"kind": "finish", "name": "finish", "args": args, "obs": "",
-                          "call_id": call["id"], **step})  # fmt: skip
-            break
-        if name == WM_TOOL["function"]["name"] and wm is not None:
-            obs = wm(str(args.get("query", "")))
-        elif name not in names:
-            err = P.MSG_UNKNOWN.format(name=name)
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": err})
-            trace.append({"kind": "invalid", "name": "(unknown_tool)",
-                          "args": {"tool": name, "arguments": args}, "obs": err,
-                          "invalid_reason": "unknown_tool", "call_id": call["id"],
-                          **step})  # fmt: skip
-            turn_input = f"Observation: {err}"
-            continue
-        elif tool_calls >= budget.tool_calls:  # the Env's rule: finish is exempt
-            obs = P.tool_budget_exhausted()
-        else:
-            tool_calls += 1
-            obs = env.call(name, args)
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": obs})
-        trace.append({"kind": "tool", "name": name, "args": args, "obs": obs,
-                      "call_id": call["id"], **step})  # fmt: skip
-        turn_input = f"Observation: {obs}"
-    else:
-        trace.append({"kind": "capped", "name": "(step_cap)", "args": {},
-                      "obs": f"episode reached the step cap ({budget.turns} turns) without finish",
-                      "input": turn_input, "raw": "", "reasoning": ""})  # fmt: skip
+    host = _Host(env, task, wm, budget, max_tokens)
+    extra: dict[str, Any] = {"parallel_tool_calls": False}
+    if reasoning_effort:
+        extra["reasoning_effort"] = reasoning_effort
+    tally = await run_turns(
+        client,
+        ChatCompletions(),
+        host,
+        label=task.task_id,
+        model=model,
+        history=[
+            {"role": "system", "content": system},
+            {"role": "user", "content": task.instruction},
+        ],
+        tools=[*env.tools, WM_TOOL] if wm is not None else list(env.tools),
+        turns=budget.turns,
+        output_tokens=budget.output_tokens,
+        extra=extra,
+    )
+    if tally.ended == "output_tokens":
+        host.end("capped", "(token_cap)", f"task exceeded {budget.output_tokens} output tokens")
+    elif tally.ended == "turns":
+        cap = f"episode reached the step cap ({budget.turns} turns) without finish"
+        host.end("capped", "(step_cap)", cap)
+    trace = host.trace
     last = trace[-1]["kind"] if trace else None
     status: Literal["finished", "budget_exhausted", "no_finish"] = (
         "finished" if last == "finish" else "budget_exhausted" if last == "capped" else "no_finish"
     )
+    usage = _counted(tally.usage) | {"calls": tally.turns}
     return Episode(
         task_id=task.task_id,
         status=status,
         reward=env.reward(),
         turns=len(trace),
-        tool_calls=tool_calls,
+        tool_calls=host.tool_calls,
         input_tokens=usage["input"],
         output_tokens=usage["output"],
         trace=trace,
-        provider_seconds=provider_seconds,
+        provider_seconds=tally.provider_seconds,
         usage=usage,
     )
 
@@ -327,18 +293,3 @@ def _overflow(text: str) -> bool:
     """A 4xx that names the context limit: the model's own doing, scored as it stands."""
     lowered = text.lower()
     return any(word in lowered for word in P.OVERFLOW_WORDS)
-
-
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """One call's usage as the benchmark's client counts it."""
-    prompt = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
-    return {
-        "input": int(usage.get("prompt_tokens") or 0),
-        "cache_input": int((prompt.get("cached_tokens") if isinstance(prompt, dict) else 0) or 0),
-        "output": int(usage.get("completion_tokens") or 0),
-        "reasoning": int(
-            (completion.get("reasoning_tokens") if isinstance(completion, dict) else 0) or 0
-        ),
-        "calls": 1,
-    }

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import anyio.abc
 from .._core._actor import Actor, ActorContext
 from .._core._journal import Journal
 from ._episode import serve_episode
+from ._methods import Lesson
 from ._records import (
     BlockLearned,
     WindowTested,
@@ -79,18 +81,21 @@ class Learner(_Journaled):
         previous = shared.versions.dir(block)
         staging = shared.run.checkout / "staging"
 
-        def learn() -> tuple[str, Path, Any]:
-            shutil.rmtree(staging, ignore_errors=True)
-            usage = shared.method.learn(served, block, previous, staging)
+        def settle() -> tuple[str, Path]:  # the new version, by its digest
             digest = digest_dir(staging)
             target = shared.run.version_dir(digest)
             if target.exists():
                 shutil.rmtree(staging)
             else:
                 os.replace(staging, target)
-            return digest, target, usage
+            return digest, target
 
-        digest, target, usage = await anyio.to_thread.run_sync(learn)  # usage: an LLM session's
+        await anyio.to_thread.run_sync(partial(shutil.rmtree, staging, ignore_errors=True))
+        lesson = Lesson(
+            served=served, block=block, previous=previous, out=staging, session=shared.session
+        )
+        usage = await shared.method.learn(lesson)  # an LLM session's, where the method has one
+        digest, target = await anyio.to_thread.run_sync(settle)
         duration = time.perf_counter() - started
         await self.journal.append(
             BlockLearned(

@@ -121,7 +121,7 @@ async def _run(
             host = await tree.meter("host-meter", config, port=spec.wm_port or 0)
             learner_port = None
             if isinstance(shared.method, Mwm):
-                learner_port = await start_learner(spec, run, services, tree, shared.method)
+                learner_port, shared.session = await start_learner(spec, run, services, tree)
             judge = None
             if spec.judged:  # every request of the verifier's judge through its own meter
                 judge_config = await start_upstream(spec, "judge", run.root / "judge", services)

@@ -13,24 +13,25 @@ tokens. Its tools work on the new version's directory only:
 
 The session sees the block's served episodes as their records (what the agent
 received, did and observed, and the score line); never an evaluator, never a
-serving task. It
-runs on a worker thread (blocking HTTP to the meter on loopback), so the
-event loop keeps serving.
+serving task. Its turns
+are mw's one agent loop (:func:`~mw_actors._turns.run_turns`); its tools' work
+(fitting, the card's files) runs on worker threads, so the event loop keeps
+serving.
 """
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import msgspec
 
 import meters
-from mw_errors import ProviderRefused
 
+from .._turns import Agent, Answer, Call, Responses, Turn, object_arguments, run_turns
 from ._worldmodel import Served
 
 __all__ = [
@@ -150,7 +151,41 @@ def ensure_card(out: Path, block: int) -> None:
         (out / "card.md").write_text(f"# World model v{block + 1}\n\nThe learner wrote nothing.\n")
 
 
-def run_learner_session(
+class _Session(Agent):
+    """The learner's tools on the new version's directory, and its words."""
+
+    def __init__(
+        self, endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path
+    ) -> None:
+        self.endpoint, self.served, self.block, self.out = endpoint, served, block, out
+        self.cost = Decimal(0)
+
+    async def turn(self, turn: Turn) -> Answer:
+        self.cost += self.endpoint.prices.cost(self.endpoint.model, turn.usage)  # as the meter
+        return await super().turn(turn)
+
+    def max_tokens(self, used_output: int) -> int:
+        return min(4096, MAX_OUTPUT_TOKENS - used_output)
+
+    async def none(self, turn: Turn) -> Answer:
+        return Answer(user="Use one tool per turn; call finish when the world model is done.")
+
+    async def several(self, turn: Turn) -> Answer:
+        return Answer(results=[(c.id, "not executed: call one tool per turn") for c in turn.calls])
+
+    async def one(self, turn: Turn, call: Call) -> Answer:
+        if call.name == "finish":
+            return Answer(results=[(call.id, "done")], done=True)
+        arguments = object_arguments(call)
+        if isinstance(arguments, str):
+            return Answer(results=[(call.id, f"not executed: {arguments}")])
+        result = await anyio.to_thread.run_sync(  # fitting is CPU work: off the event loop
+            _execute, call.name, arguments, self.served, self.block, self.out
+        )
+        return Answer(results=[(call.id, result)])
+
+
+async def run_learner_session(
     endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path
 ) -> LearnerUsage:
     """Learn version ``block + 1`` into ``out``; return the session's usage.
@@ -158,73 +193,27 @@ def run_learner_session(
     Raises:
         ProviderRefused: the learner meter or the provider refused a turn.
     """
-    items: list[dict[str, Any]] = [
+    history: list[dict[str, Any]] = [
         {"type": "message", "role": "user", "content": evidence_text(served, block)}
     ]
-    usage = meters.Usage(input_tokens=0, cached_input_tokens=0, output_tokens=0)
-    cost = Decimal(0)
-    finished = False
-    turns = 0
-    with httpx.Client(base_url=endpoint.base_url, timeout=600.0) as client:
-        while turns < MAX_TURNS and usage.output_tokens < MAX_OUTPUT_TOKENS and not finished:
-            turns += 1
-            body = {
-                "model": endpoint.model,
-                "instructions": INSTRUCTIONS,
-                "input": items,
-                "tools": TOOLS,
-                "store": False,
-                "max_output_tokens": min(4096, MAX_OUTPUT_TOKENS - usage.output_tokens),
-            }
-            response = client.post("/responses", json=body)
-            if response.status_code != 200:
-                raise ProviderRefused(
-                    f"learner turn {turns}: HTTP {response.status_code}: {response.text[:300]}"
-                )
-            answer = response.json()
-            turn_usage = meters.responses_usage(answer.get("usage"))
-            if turn_usage is not None:
-                usage = meters.Usage(
-                    input_tokens=usage.input_tokens + turn_usage.input_tokens,
-                    cached_input_tokens=usage.cached_input_tokens + turn_usage.cached_input_tokens,
-                    output_tokens=usage.output_tokens + turn_usage.output_tokens,
-                )
-                cost += endpoint.prices.cost(endpoint.model, turn_usage)
-            output = [item for item in answer.get("output", []) if isinstance(item, dict)]
-            items.extend(output)
-            calls = [item for item in output if item.get("type") == "function_call"]
-            if not calls:
-                items.append(
-                    {"type": "message", "role": "user",
-                     "content": "Use one tool per turn; call finish when the world model is done."}
-                )  # fmt: skip
-                continue
-            for call in calls:
-                if len(calls) > 1:
-                    result = "not executed: call one tool per turn"
-                elif call.get("name") == "finish":
-                    finished, result = True, "done"
-                else:
-                    try:
-                        arguments = json.loads(call.get("arguments") or "{}")
-                    except ValueError:
-                        arguments = None
-                    if not isinstance(arguments, dict):
-                        result = "the arguments are not a JSON object"
-                    else:
-                        result = _execute(str(call.get("name")), arguments, served, block, out)
-                items.append(
-                    {
-                        "type": "function_call_output",
-                        "call_id": call.get("call_id"),
-                        "output": result,
-                    }
-                )
-    ensure_card(out, block)
+    async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=600.0) as client:
+        tally = await run_turns(
+            client,
+            Responses(),
+            session := _Session(endpoint, served, block, out),
+            label=f"learner of block {block}",
+            model=endpoint.model,
+            history=history,
+            tools=TOOLS,
+            turns=MAX_TURNS,
+            output_tokens=MAX_OUTPUT_TOKENS,
+            extra={"instructions": INSTRUCTIONS, "store": False},
+        )
+    await anyio.to_thread.run_sync(ensure_card, out, block)
     return LearnerUsage(
-        turns=turns,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cost_usd=meters.usd(cost),
-        finished=finished,
+        turns=tally.turns,
+        input_tokens=tally.usage.input_tokens,
+        output_tokens=tally.usage.output_tokens,
+        cost_usd=meters.usd(session.cost),
+        finished=tally.ended == "done",
     )

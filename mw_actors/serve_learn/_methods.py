@@ -13,7 +13,7 @@ the served episodes' records.
   answers from v's adapter.
 - ``mwm``: an LLM learner session (:mod:`._learner`), through the learner
   meter, fits the adapter and edits the card with its tools. The campaign
-  connects it to its learner meter before the first block.
+  hands it its learner session with each lesson.
 - ``blind``: the reference that learns nothing: no context, no ``wm`` tool.
 - ``slb:NAME`` or ``module:Class``: a ServeLearnBench ``Method`` (:class:`SlbMethod`).
 
@@ -27,10 +27,11 @@ import copy
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 
 from mw_errors import ConfigError
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "METHODS",
     "Blind",
+    "Lesson",
     "Method",
     "Mwm",
     "MwmLocal",
@@ -56,6 +58,20 @@ A world model learned from this deployment's past serving is available as the
 wm tool. Actual practice may differ from the manual: before you act, ask the wm
 tool which action scores best for a case like this one (describe the case in
 your query). What it has learned so far is summarised below."""
+
+
+# A learner session: (served, block, out) -> its usage, through the campaign's learner meter.
+Session = Callable[[list[Served], int, Path], Awaitable["LearnerUsage"]]
+
+
+class Lesson(msgspec.Struct, frozen=True, kw_only=True):
+    """What a method learns version ``block + 1`` from, and where it writes it."""
+
+    served: list[Served]  # every served episode of blocks 0..block, by their records
+    block: int
+    previous: Path  # version ``block``'s directory
+    out: Path  # the new version's directory (empty)
+    session: Session | None = None  # the campaign's learner session, where it has a meter
 
 
 class Method:
@@ -84,13 +100,11 @@ class Method:
         """The method's part of the results file's config line."""
         return {"method": self.name}
 
-    def learn(
-        self, served: list[Served], block: int, previous: Path, out: Path
-    ) -> LearnerUsage | None:
-        """Write version ``block + 1`` into ``out``.
+    async def learn(self, lesson: Lesson) -> LearnerUsage | None:
+        """Write version ``lesson.block + 1`` into ``lesson.out``; an LLM session's usage.
 
-        ``previous`` is version ``block``'s directory; ``served`` has every served
-        episode of blocks 0..``block``.
+        Work that blocks (fitting, files) belongs on a worker thread: the campaign
+        keeps serving on the event loop meanwhile.
         """
         raise AssertionError(f"{self.name} does not learn: the campaign serves it nothing")
 
@@ -120,42 +134,29 @@ class MwmLocal(Method):
                 self._answers[version_dir] = lambda query: "no knowledge yet"
         return self._answers[version_dir]
 
-    def learn(
-        self, served: list[Served], block: int, previous: Path, out: Path
-    ) -> LearnerUsage | None:
+    async def learn(self, lesson: Lesson) -> LearnerUsage | None:
         from ._worldmodel import fit
 
-        fit(served, now=block).save(out, block + 1)
+        def fit_and_save() -> None:
+            fit(lesson.served, now=lesson.block).save(lesson.out, lesson.block + 1)
+
+        await anyio.to_thread.run_sync(fit_and_save)
         return None
 
 
 class Mwm(MwmLocal):
-    """The LLM learner: the same adapter answers ``wm``, but a learner session makes it."""
+    """The LLM learner: the same adapter answers ``wm``, but a learner session makes it.
+
+    The session (mw's own loop or Codex CLI, through the learner meter) is the
+    campaign's, handed over with each lesson.
+    """
 
     name = "mwm"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.endpoint: Any = None  # a LearnerEndpoint, set by the campaign
-        self.codex: Any = None  # a CodexSession when Codex CLI is the learner session
-
-    def learn(
-        self, served: list[Served], block: int, previous: Path, out: Path
-    ) -> LearnerUsage | None:
-        from ._learner import run_learner_session
-
-        if self.endpoint is None:
+    async def learn(self, lesson: Lesson) -> LearnerUsage | None:
+        if lesson.session is None:
             raise ConfigError("the mwm learner has no learner meter to reach its model")
-        if self.codex is not None:  # on a worker thread: Codex runs in the sandbox, async
-            import anyio.from_thread
-
-            from ._codex import run_codex_session
-
-            usage: LearnerUsage = anyio.from_thread.run(
-                run_codex_session, self.codex, self.endpoint, served, block, out
-            )
-            return usage
-        return run_learner_session(self.endpoint, served, block, out)
+        return await lesson.session(lesson.served, lesson.block, lesson.out)
 
 
 class Blind(Method):
@@ -244,9 +245,13 @@ class SlbMethod(Method):
         task = self._scenario.task(task_id)
         return dict(self._state(version_dir).row_extra(task, phase, window) or {})
 
-    def learn(
-        self, served: list[Served], block: int, previous: Path, out: Path
-    ) -> LearnerUsage | None:
+    async def learn(self, lesson: Lesson) -> LearnerUsage | None:
+        await anyio.to_thread.run_sync(
+            self._update, lesson.served, lesson.block, lesson.previous, lesson.out
+        )
+        return None  # the benchmark's method learns in this process, without an LLM
+
+    def _update(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
         results = [
             {
                 "task_id": s.task_id,
@@ -271,7 +276,6 @@ class SlbMethod(Method):
             out.mkdir(parents=True, exist_ok=True)
             (out / "update.json").write_bytes(update)
             self._learned[hashlib.sha256(update).hexdigest()] = after
-        return None  # the benchmark's method learns in this process, without an LLM
 
     # -- states -----------------------------------------------------------------
 

@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from .._turns import passback_args  # the harness's rule, kept by mw's Chat dialect
+
 __all__ = [
     "CUT_OFF_REPLY",
     "ENGINE_TOOL_BUDGET",
@@ -119,17 +121,6 @@ def finish_args_error(args: dict[str, Any], spec: dict[str, Any]) -> str | None:
     if args.get("decision") == "refuse" and not str(args.get("reason") or "").strip():
         return "not executed: finish(decision=\"refuse\") requires 'reason' (the refusal code)."
     return None
-
-
-def passback_args(raw: str) -> str:
-    """Tool-call arguments as they go back into history: a JSON object, or wrapped."""
-    if not raw or not raw.strip():
-        return "{}"
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        obj = None
-    return raw if isinstance(obj, dict) else json.dumps({"_invalid_arguments": raw})
 
 
 def split_reply(raw: str | None, reasoning: str | None = "") -> tuple[str, str]:

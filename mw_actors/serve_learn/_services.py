@@ -6,6 +6,7 @@ reached at its URL with its key injected by the meter.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -24,9 +25,9 @@ from ..provider import (
     serve_provider,
 )
 from ._backends import wire_prices
-from ._codex import CodexSession
-from ._learner import LearnerEndpoint
-from ._methods import Mwm
+from ._codex import CodexSession, run_codex_session
+from ._learner import LearnerEndpoint, run_learner_session
+from ._methods import Session
 from ._spec import CampaignSpec, RunDir
 
 __all__ = ["start_learner", "start_upstream"]
@@ -73,17 +74,21 @@ async def start_learner(
     run: RunDir,
     services: anyio.abc.TaskGroup,
     tree: CampaignTree,
-    method: Mwm,
-) -> int:
-    """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat."""
+) -> tuple[int, Session]:
+    """The learner's provider and its own meter (WM_PORT+1), which adapts Responses to Chat.
+
+    Returns the meter's port and the learner session that reaches the model through it:
+    mw's own loop, or Codex CLI in the sandbox.
+    """
     config = await start_upstream(spec, "learner", run.root / "learner", services)
     port = spec.wm_port + 1 if spec.wm_port is not None else 0
     bound = (await tree.meter("learner-meter", config, port=port)).port
-    method.endpoint = LearnerEndpoint(
+    endpoint = LearnerEndpoint(
         f"http://127.0.0.1:{bound}/v1", spec.wire_model(spec.learner_model), config.prices
     )
     if spec.learner_backend == "codex" and spec.codex is not None:
-        method.codex = CodexSession(
+        codex = CodexSession(
             install=spec.codex, meter_port=bound, sessions=str(run.root / "learner" / "sessions")
         )
-    return bound
+        return bound, partial(run_codex_session, codex, endpoint)
+    return bound, partial(run_learner_session, endpoint)

@@ -16,7 +16,7 @@ import anyio.abc
 from .._core._actor import ActorRef
 from .._core._journal import Journal, read_journal
 from ._engines import Engine, make_engine
-from ._methods import Method, make_method
+from ._methods import Method, Session, make_method
 from ._protocol import episode_record
 from ._records import (
     BlockLearned,
@@ -81,6 +81,7 @@ class Shared:
         self.stream_done = anyio.Event()
         self.learner_done = anyio.Event()
         self.learner: ActorRef[int] | None = None  # the learner actor, once it started
+        self.session: Session | None = None  # the learner session, where a meter serves it
         self.waiter_done = anyio.Event()
         if schedule.blocks == 0:  # nothing to learn
             self.learner_done.set()

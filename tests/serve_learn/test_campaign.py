@@ -28,9 +28,10 @@ from mw_actors.serve_learn import (
     run_campaign,
     score_file,
 )
-from mw_actors.serve_learn._methods import MwmLocal
+from mw_actors.serve_learn._learner import LearnerUsage
+from mw_actors.serve_learn._methods import Lesson, MwmLocal
 from mw_actors.serve_learn._records import BlockLearned, CampaignEnded, EpisodeStarted
-from mw_actors.serve_learn._worldmodel import Served, WorldModel
+from mw_actors.serve_learn._worldmodel import WorldModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
@@ -118,11 +119,11 @@ async def test_mwm_local_learns_what_blind_cannot(dataset: Path, tmp_path: Path)
 class CrashOnce(MwmLocal):
     crashed = False
 
-    def learn(self, served: list[Served], block: int, previous: Path, out: Path) -> None:
-        if block == 1 and not CrashOnce.crashed:
+    async def learn(self, lesson: Lesson) -> LearnerUsage | None:
+        if lesson.block == 1 and not CrashOnce.crashed:
             CrashOnce.crashed = True
             raise RuntimeError("learner crash, once")
-        super().learn(served, block, previous, out)
+        return await super().learn(lesson)
 
 
 async def test_a_learner_crash_is_restarted_and_the_block_learned_once(

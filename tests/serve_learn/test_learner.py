@@ -99,7 +99,7 @@ async def _session(script: list[Reply], tmp_path: Path, out: Path) -> LearnerUsa
         )  # fmt: skip
         meter = await tg.start(partial(meters.serve_meter, config))
         endpoint = LearnerEndpoint(f"http://127.0.0.1:{meter}/v1", "local/scripted", prices)
-        usage = await anyio.to_thread.run_sync(run_learner_session, endpoint, [], 0, out)
+        usage = await run_learner_session(endpoint, [], 0, out)
         tg.cancel_scope.cancel()
     return usage
 

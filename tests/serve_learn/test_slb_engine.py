@@ -246,7 +246,7 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
     from mw_actors.provider import _synthetic_host
     from mw_actors.provider._tool_player import message_text
     from mw_actors.serve_learn import CampaignSpec, run_campaign
-    from mw_actors.serve_learn._methods import Mwm, MwmLocal
+    from mw_actors.serve_learn._methods import Lesson, Mwm, MwmLocal
     from mw_actors.serve_learn._worldmodel import Served
 
     learner = Mwm if method == "mwm" else MwmLocal
@@ -262,9 +262,9 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
     learned: list[tuple[int, list[Served]]] = []
     learn = learner.learn
 
-    def watching(self: Any, served: list[Served], block: int, previous: Path, out: Path) -> None:
-        learned.append((block, list(served)))
-        learn(self, served, block, previous, out)
+    async def watching(self: Any, lesson: Lesson) -> Any:
+        learned.append((lesson.block, list(lesson.served)))
+        return await learn(self, lesson)
 
     monkeypatch.setattr(_synthetic_host.SyntheticHost, "respond", recording)
     monkeypatch.setattr(learner, "learn", watching)
@@ -444,7 +444,7 @@ async def test_a_learner_never_learns_from_an_episode_nobody_scored(
     """A served episode that ended failed (or unknown, or budget_blocked) told the agent no
     score: it is not in what the learner is given, and its row is still written."""
     from mw_actors.serve_learn import CampaignSpec, run_campaign
-    from mw_actors.serve_learn._methods import MwmLocal
+    from mw_actors.serve_learn._methods import Lesson, MwmLocal
     from mw_actors.serve_learn._slb import SlbScenario
     from mw_actors.serve_learn._worldmodel import Served
 
@@ -459,9 +459,9 @@ async def test_a_learner_never_learns_from_an_episode_nobody_scored(
     learned: list[list[Served]] = []
     learn = MwmLocal.learn
 
-    def watching(self: Any, served: list[Served], block: int, previous: Path, out: Path) -> None:
-        learned.append(list(served))
-        learn(self, served, block, previous, out)
+    async def watching(self: Any, lesson: Lesson) -> Any:
+        learned.append(list(lesson.served))
+        return await learn(self, lesson)
 
     lines = (DATASET / "data" / "banking_l1" / "serving.jsonl").read_text().splitlines()
     doomed = json.loads(lines[2])["task_id"]
