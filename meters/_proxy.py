@@ -18,7 +18,6 @@ response header.
 from __future__ import annotations
 
 import contextlib
-import ssl
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -30,7 +29,6 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import anyio.to_thread
-import certifi
 import httpx
 import msgspec
 import structlog
@@ -54,7 +52,7 @@ from ._server import (
     openai_error,
     serve_on,
 )
-from ._transport import LeanTransport
+from ._transport import LeanPool, LeanTransport
 from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
 from ._wire import Listener
 
@@ -228,53 +226,6 @@ class _Overrun(Exception):
 _CUT_CODES = {"cut": "upstream_cut", "overrun": "upstream_overrun", "meter_error": "meter_error"}
 
 
-class _Upstreams:
-    """httpx transports of one connection each, lent to one upstream request at a time.
-
-    httpx's pool walks every connection, polling each idle socket, whenever a
-    request starts or ends: work that grows with the connections held and was
-    the meter's largest cost under 32 concurrent clients. A lent transport holds
-    one connection, so there is no pool to walk; and it is :class:`LeanTransport`,
-    whose HTTP/1.1 is a fraction of httpcore's cost. Requests go to the transport directly
-    (the client's auth, redirect and hook layers have nothing to do here), with
-    their timeouts in the request's extensions. The free list is last-in
-    first-out, so a warm keep-alive connection is reused first; at most
-    ``limit`` are lent.
-    """
-
-    def __init__(self, limit: int, timeout: httpx.Timeout) -> None:
-        self._limit = limit
-        self.timeouts = timeout.as_dict()
-        self._free: list[LeanTransport] = []
-        self._made: list[LeanTransport] = []
-        self._slots: anyio.Semaphore | None = None  # made on first use, inside the event loop
-        self._tls: ssl.SSLContext | None = None  # one for all: loading the CAs is slow
-
-    async def acquire(self) -> LeanTransport:
-        if self._slots is None:
-            self._slots = anyio.Semaphore(self._limit)
-        try:
-            self._slots.acquire_nowait()  # no trip through the event loop while slots are free
-        except anyio.WouldBlock:
-            await self._slots.acquire()
-        if self._free:
-            return self._free.pop()
-        if self._tls is None:
-            self._tls = ssl.create_default_context(cafile=certifi.where())
-        transport = LeanTransport(self._tls)
-        self._made.append(transport)
-        return transport
-
-    def release(self, transport: LeanTransport) -> None:
-        assert self._slots is not None
-        self._free.append(transport)
-        self._slots.release()
-
-    async def aclose(self) -> None:
-        for transport in self._made:
-            await transport.aclose()
-
-
 class _StreamBody:
     """A streamed answer's body that is accounted for even if it is never read.
 
@@ -347,7 +298,8 @@ class Meter:
         if reserver is None and config.allocation_usd is not None:
             reserver = LocalReserver(Budget(config.allocation_usd))
         self.reserver = reserver
-        self.upstreams = _Upstreams(256, httpx.Timeout(config.upstream_timeout, connect=10.0))
+        self.upstreams = LeanPool(limit=256)  # one connection per upstream attempt
+        self.upstream_timeouts = httpx.Timeout(config.upstream_timeout, connect=10.0).as_dict()
         self._urls: dict[str, httpx.URL] = {}
         key = config.api_key
         self._authorization = f"Bearer {key}".encode() if key else None
@@ -547,7 +499,7 @@ class Meter:
             url,
             headers=headers,
             stream=httpx.ByteStream(payload),
-            extensions={"timeout": self.upstreams.timeouts},
+            extensions={"timeout": self.upstream_timeouts},
         )
 
     async def _forward_free(self, request: Request, attempt: _Attempt) -> Response:

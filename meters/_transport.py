@@ -1,7 +1,7 @@
 """A lean httpx transport: HTTP/1.1 to one origin over one keep-alive connection.
 
 The meter lends each upstream request a transport of its own (see
-``_Upstreams``), so a transport never needs a pool, HTTP/2 or proxies. httpx's
+:class:`LeanPool`), so a transport never needs a pool, HTTP/2 or proxies. httpx's
 default transport (httpcore over h11) costs about 0.4 ms per request on
 loopback, more than the whole round trip of the bytes; this one writes the
 request in one send and parses the answer's head and body itself, off a
@@ -23,6 +23,7 @@ import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
+import certifi
 import httpx
 
 from ._wire import StreamWire, Wire, WireBroken, connect
@@ -332,34 +333,60 @@ class _Returned(httpx.AsyncByteStream):
             await self._body.aclose()
         finally:
             if self._lent is not None:
-                self._pool._free.append(self._lent)
+                self._pool.release(self._lent)
                 self._lent = None
 
 
 class LeanPool(httpx.AsyncBaseTransport):
-    """Keep-alive connections to one origin for an :class:`httpx.AsyncClient`.
+    """Keep-alive connections, each a :class:`LeanTransport`, lent to one request at a time.
 
-    Each request borrows a :class:`LeanTransport` (the last one returned, so the
-    warmest connection) until its response is closed. Unlike httpcore's pool,
-    nothing walks the other connections on each request. For a client with
-    many requests in flight at once: the campaign's acting loop to its meter.
+    A pool is lent two ways. As an :class:`httpx.AsyncClient`'s transport, each
+    request borrows a transport until its response is closed (the campaign's
+    acting loop to its meter). By hand, :meth:`acquire` lends one until
+    :meth:`release` (the meter keeps one per upstream attempt until the answer is
+    read and settled). The free list is last-in first-out, so the warmest
+    connection is reused first; at most ``limit`` are lent at once (None: no
+    limit). Unlike httpcore's pool, nothing walks the other connections on each
+    request: that walk grows with the connections held, and was the meter's
+    largest cost under 32 concurrent clients. One TLS context serves every
+    transport (loading the CAs is slow); it is made on first use.
     """
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, *, limit: int | None = None) -> None:
         self._tls = tls
+        self._limit = limit
+        self._slots: anyio.Semaphore | None = None  # made on first use, inside the event loop
         self._free: list[LeanTransport] = []
         self._made: list[LeanTransport] = []
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def acquire(self) -> LeanTransport:
+        """A transport of the pool's, lent until :meth:`release`."""
+        if self._limit is not None:
+            if self._slots is None:
+                self._slots = anyio.Semaphore(self._limit)
+            try:
+                self._slots.acquire_nowait()  # no trip through the event loop while slots are free
+            except anyio.WouldBlock:
+                await self._slots.acquire()
         if self._free:
-            lent = self._free.pop()
-        else:
-            lent = LeanTransport(self._tls)
-            self._made.append(lent)
+            return self._free.pop()
+        if self._tls is None:
+            self._tls = ssl.create_default_context(cafile=certifi.where())
+        transport = LeanTransport(self._tls)
+        self._made.append(transport)
+        return transport
+
+    def release(self, transport: LeanTransport) -> None:
+        self._free.append(transport)
+        if self._slots is not None:
+            self._slots.release()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        lent = await self.acquire()
         try:
             response = await lent.handle_async_request(request)
         except BaseException:
-            self._free.append(lent)
+            self.release(lent)
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
         response.stream = _Returned(response.stream, self, lent)

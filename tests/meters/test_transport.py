@@ -251,3 +251,25 @@ async def test_https_answers_keep_alive_and_a_closed_idle_connection_is_replaced
         with pytest.raises(httpx.ConnectError):
             await get(LeanTransport(ssl.create_default_context()), server["url"])
     assert server["requests"] == []
+
+
+async def test_a_limited_pool_lends_at_most_its_limit_and_reuses_the_last_returned() -> None:
+    from meters import LeanPool
+
+    pool = LeanPool(limit=2)
+    first, second = await pool.acquire(), await pool.acquire()
+    assert first is not second
+    third: list[LeanTransport] = []
+
+    async def borrow() -> None:
+        third.append(await pool.acquire())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(borrow)
+        await anyio.wait_all_tasks_blocked()
+        assert third == []  # both are lent: the third waits
+        pool.release(second)
+    assert third == [second]  # the one just returned, not a new connection
+    pool.release(first)
+    pool.release(second)
+    await pool.aclose()
