@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -130,39 +129,6 @@ def _announce(line: str) -> None:
     print(line, flush=True)
 
 
-def _latency(spec: str | None) -> dict[str, float]:
-    """``ttft=0.2,tps=50,drip=0.5`` -> Latency fields."""
-    names = {"ttft": "first_token_seconds", "tps": "tokens_per_second", "drip": "drip_seconds"}
-    fields: dict[str, float] = {}
-    for part in filter(None, (spec or "").split(",")):
-        key, _, value = part.partition("=")
-        if key not in names:
-            raise ConfigError(f"--latency: unknown key {key!r}", hint="use ttft=S,tps=N,drip=S")
-        try:
-            fields[names[key]] = float(value)
-        except ValueError:
-            raise ConfigError(f"--latency: {key}={value!r} is not a number") from None
-    return fields
-
-
-def _allocation(text: str, flag: str = "--allocation") -> Decimal:
-    """``--allocation`` (or ``flag``), an amount in USD.
-
-    Raises:
-        ConfigError: it is not a finite amount >= 0.
-    """
-    try:
-        amount = Decimal(text)
-    except InvalidOperation:
-        raise ConfigError(f"{flag} {text!r} is not an amount in USD") from None
-    if not amount.is_finite() or amount < 0:
-        raise ConfigError(
-            f"{flag} {text} must be a finite amount >= 0 USD",
-            hint="--allocation 5 allows $5 of provider spend",
-        )
-    return amount
-
-
 def _port(port: int) -> int:
     """``--port``: a TCP port, or 0 for any free one.
 
@@ -172,11 +138,6 @@ def _port(port: int) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port {port} is not a TCP port", hint="use 1-65535, or 0 for any")
     return port
-
-
-def _first(*values: Any) -> Any:
-    """The first value that is not None (a flag of 0 is a value, not an absence)."""
-    return next(v for v in values if v is not None)
 
 
 def _tag(tag: str) -> str:
@@ -252,8 +213,8 @@ def _provider(args: argparse.Namespace) -> int:
             )
     faults = FaultPlan.from_file(args.faults) if args.faults else FaultPlan()
     if args.latency:
-        latency = msgspec.structs.replace(faults.latency, **_latency(args.latency))
-        faults = msgspec.structs.replace(faults, latency=Latency(**msgspec.structs.asdict(latency)))
+        latency = Latency.parse(args.latency, "--latency", base=faults.latency)
+        faults = msgspec.structs.replace(faults, latency=latency)
     provider = Provider(engine, faults, api_key=api_key)
     serve = partial(serve_provider, provider, port=_port(args.port))
     anyio.run(partial(serve_until_signal, serve, announce=_announce))
@@ -263,7 +224,7 @@ def _provider(args: argparse.Namespace) -> int:
 def _meter(args: argparse.Namespace) -> int:
     import anyio
 
-    from meters import MeterConfig, load_prices, serve_until_signal
+    from meters import MeterConfig, load_prices, parse_usd, serve_until_signal
 
     key = os.environ.get(args.key_env)
     if key is None:
@@ -271,7 +232,7 @@ def _meter(args: argparse.Namespace) -> int:
             f"environment variable {args.key_env} is not set",
             hint=f"export {args.key_env}=... (the meter reads the upstream key from it)",
         )
-    allocation = None if args.allocation is None else _allocation(args.allocation)
+    allocation = None if args.allocation is None else parse_usd(args.allocation)
     config = MeterConfig(
         role=args.role,
         upstream=args.upstream,
@@ -291,28 +252,18 @@ def _meter(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_split(flag: int | None) -> int | None:
-    """``--train-split``, else MW_TRAIN_SPLIT (a prefix of the stream for smoke runs)."""
-    if flag is not None:
-        return flag
-    value = os.environ.get("MW_TRAIN_SPLIT")
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(
-            f"MW_TRAIN_SPLIT={value!r} is not a number of serving cases",
-            hint="unset it, or set it to e.g. 24 for a two-block smoke run",
-        ) from None
-
-
 def _plan(args: argparse.Namespace) -> int:
     import tempfile
 
     import msgspec
 
-    from mw_actors.serve_learn import dataset_for, ensure_synthetic, plan, read_scenario
+    from mw_actors.serve_learn import (
+        dataset_for,
+        ensure_synthetic,
+        plan,
+        read_scenario,
+        train_split,
+    )
 
     with tempfile.TemporaryDirectory() as temp:  # a synthetic scenario is generated there
         dataset = ensure_synthetic(
@@ -320,7 +271,7 @@ def _plan(args: argparse.Namespace) -> int:
         )
         schedule = plan(
             read_scenario(dataset, args.scenario),
-            _train_split(args.train_split),
+            train_split(args.train_split, os.environ),
             schedule=args.schedule,
         )
     if args.json:
@@ -339,114 +290,12 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wm_port() -> int | None:
-    """WM_PORT: the host meter's port (the learner's is WM_PORT+1); unset: any free pair."""
-    value = os.environ.get("WM_PORT")
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"WM_PORT={value!r} is not a port number") from None
+def _flags(args: argparse.Namespace) -> Any:
+    """The campaign flags the command was given (those it has not are None)."""
+    from mw_actors.serve_learn import Flags
 
-
-def _provider_latency(spec: str | None) -> Any:
-    from mw_actors.provider import Latency
-
-    return Latency(**_latency(spec)) if spec else None
-
-
-def _reasoning_effort(text: str | None) -> str | None:
-    """``--reasoning-effort``: sent as-is, as ``slb run`` sends it (default high; none omits it)."""
-    if text is None:
-        return "high"
-    return None if text in ("", "none", "default") else text
-
-
-def _campaign_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """A campaign's settings: a flag, else the environment, else --config, else the default.
-
-    Every remote model's endpoint is resolved and its key read here: only ``bin/``
-    reads the environment, and the key goes nowhere but the spec's memory.
-    """
-    from mw_actors.serve_learn import (
-        LaunchConfig,
-        keys_for,
-        load_launch_config,
-        models_reached,
-        resolve_endpoint,
-    )
-
-    config = load_launch_config(Path(args.config)) if args.config else LaunchConfig(source="")
-    if config.scenario is not None and config.scenario != args.scenario:
-        raise ConfigError(
-            f"launch config {config.source} is for {config.scenario}, not {args.scenario}",
-            hint="pass the scenario's own config, or none",
-        )
-    method = getattr(args, "method", None) or config.method or "mwm-local"
-    model = (
-        args.model
-        or os.environ.get("MW_MODEL")
-        or os.environ.get("MW_HOST_MODEL")
-        or config.host_model
-        or "local/scripted"
-    )
-    learner_model = os.environ.get("MW_EVOLVER_MODEL") or config.learner_model or "local/scripted"
-    # A Pitch verifier's judge: the paper's scorer next to a remote host, else the local one.
-    judge_model = (
-        getattr(args, "judge_model", None)
-        or os.environ.get("MW_JUDGE_MODEL")
-        or config.judge_model
-        or (
-            "local/scripted"
-            if model.startswith("local/")
-            else "fireworks/accounts/fireworks/models/glm-5p3-flash"
-        )
-    )
-    split = _train_split(args.train_split)
-    settings: dict[str, Any] = {
-        "method": method,
-        "model": model,
-        "learner_model": learner_model,
-        "train_split": split if split is not None else config.train_split,
-        "concurrency": _first(args.concurrency, config.concurrency, 4),
-        "allocation_usd": _allocation(args.allocation or config.allocation_usd or "5"),
-        "waiter": getattr(args, "waiter", None) or config.waiter or "pipelined",
-        "schedule": getattr(args, "schedule", None) or config.schedule or "mw",
-        "latency": _provider_latency(args.provider_latency),
-        "prices": config.prices,
-        "reasoning_effort": _reasoning_effort(getattr(args, "reasoning_effort", None)),
-        "judge_model": judge_model,
-    }
-    endpoints = {}
-    for name in models_reached(args.scenario, method, model, learner_model, judge_model):
-        endpoint = resolve_endpoint(name, config.backends, os.environ)
-        if endpoint is not None:
-            endpoints[name] = endpoint
-    settings["endpoints"] = endpoints
-    settings["secrets"] = keys_for(endpoints.values(), os.environ.get)
-    settings.update(_learner_backend(args, config))
-    return settings
-
-
-def _learner_backend(args: argparse.Namespace, config: Any) -> dict[str, Any]:
-    """Mwm's learner session: a flag, $MW_LEARNER_BACKEND, the config, else Codex if on PATH."""
-    import shutil
-
-    from mw_actors.serve_learn import find_codex
-
-    codex = find_codex(shutil.which("codex"))
-    chosen = (
-        getattr(args, "learner_backend", None)
-        or os.environ.get("MW_LEARNER_BACKEND")
-        or config.learner_backend
-        or ("codex" if codex is not None else "builtin")
-    )
-    if chosen not in ("builtin", "codex"):
-        raise ConfigError(
-            f"MW_LEARNER_BACKEND={chosen!r} is not a learner backend", hint="use builtin or codex"
-        )
-    return {"learner_backend": chosen, "codex": codex}
+    given = {name: getattr(args, name, None) for name in Flags.__struct_fields__}
+    return Flags(scenario=args.scenario, **{k: v for k, v in given.items() if k != "scenario"})
 
 
 def _serve_learn_run(args: argparse.Namespace) -> int:
@@ -455,10 +304,9 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     import anyio
 
     from mw_actors.serve_learn import (
-        CampaignSpec,
         check_campaign,
-        dataset_for,
         ensure_synthetic,
+        launch_spec,
         run_campaign,
         score_file,
     )
@@ -467,23 +315,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     tag = _tag(
         args.tag or os.environ.get("MW_TAG") or time.strftime(f"{args.scenario}-%Y%m%d-%H%M%S")
     )
-    if args.allocation_add is not None and not args.resume:
-        raise ConfigError(
-            "--allocation-add raises a campaign's allocation on --resume",
-            hint="start with --allocation, or add --resume",
-        )
-    spec = _resume_spec(args, runs, tag) if args.resume else None
-    if spec is None:  # a new campaign (or one whose journal holds no settings yet)
-        spec = CampaignSpec(
-            tag=tag,
-            scenario=args.scenario,
-            dataset=dataset_for(args.scenario, args.dataset, runs),
-            runs=runs,
-            resume=args.resume,
-            wm_port=_wm_port(),
-            allocation_add=_allocation_add(args),
-            **_campaign_settings(args),  # before anything is written
-        )
+    spec = launch_spec(_flags(args), os.environ, runs, tag, resume=args.resume)
     ensure_synthetic(spec.dataset, spec.scenario)
     if args.check:
         schedule = check_campaign(spec)
@@ -504,88 +336,12 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     return 0
 
 
-# A flag of ``serve-learn run`` and the campaign setting it names, as a resume compares them.
-_RESUME_FLAGS = {
-    "method": "method",
-    "model": "model",
-    "train_split": "train_split",
-    "concurrency": "concurrency",
-    "allocation": "allocation_usd",
-    "waiter": "waiter",
-    "schedule": "schedule",
-    "judge_model": "judge_model",
-    "provider_latency": "latency",
-    "learner_backend": "learner_backend",
-    "reasoning_effort": "reasoning_effort",
-}
-
-
-def _resume_spec(args: argparse.Namespace, runs: Path, tag: str) -> Any:
-    """On ``--resume``: the campaign as its journal holds it, or None for an older journal.
-
-    A flag given that differs from the journal is refused, naming it; the key is read
-    again from the environment; ``--allocation-add`` raises the allocation (journaled).
-    """
-    import msgspec
-
-    from mw_actors.serve_learn import CampaignSpec, dataset_for, keys_for, read_journaled
-
-    submission = read_journaled(runs / tag).submission()
-    if submission is None:
-        return None  # never started, or journaled before its settings were: as given
-    if args.scenario != submission.scenario:
-        raise ConfigError(
-            f"resume: campaign {tag} serves {submission.scenario}, not {args.scenario}",
-            hint=f"mw serve-learn run {submission.scenario} --resume --tag {tag}",
-        )
-    journaled = submission.settings()
-    given = {flag: getattr(args, flag) for flag in _RESUME_FLAGS if getattr(args, flag) is not None}
-    if given or args.config:
-        fresh = _campaign_settings(args)
-        for flag in given:
-            name = _RESUME_FLAGS[flag]
-            if fresh[name] != journaled.get(name):
-                raise ConfigError(
-                    f"resume: --{flag.replace('_', '-')} {getattr(args, flag)} differs from the "
-                    f"campaign's journal ({name} {msgspec.to_builtins(journaled.get(name))})",
-                    hint="drop it: a resume continues the campaign as it started"
-                    + (" (raise it with --allocation-add)" if name == "allocation_usd" else ""),
-                )
-        if args.config:
-            for name in ("endpoints", "prices"):
-                if fresh[name] != journaled.get(name, {} if name == "endpoints" else None):
-                    raise ConfigError(
-                        f"resume: --config {args.config} gives other {name} than the journal's",
-                        hint="drop --config: the journal has the launch config it started with",
-                    )
-    journaled["secrets"] = keys_for(journaled.get("endpoints", {}).values(), os.environ.get)
-    dataset = Path(submission.dataset) if submission.dataset else None
-    if args.dataset or dataset is None or not dataset.is_dir():
-        dataset = dataset_for(args.scenario, args.dataset, runs)
-    return CampaignSpec(
-        tag=tag,
-        scenario=args.scenario,
-        dataset=dataset,
-        runs=runs,
-        resume=True,
-        wm_port=_wm_port(),
-        allocation_add=_allocation_add(args),
-        **journaled,
-    )
-
-
-def _allocation_add(args: argparse.Namespace) -> Decimal:
-    """``--allocation-add`` (0 without it)."""
-    return (
-        _allocation(args.allocation_add, "--allocation-add") if args.allocation_add else Decimal(0)
-    )
-
-
 def _serve_learn_test(args: argparse.Namespace) -> int:
     import anyio
 
     from mw_actors.serve_learn import (
         CampaignSpec,
+        campaign_settings,
         dataset_for,
         ensure_synthetic,
         run_manual_tests,
@@ -602,7 +358,7 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
         scenario=args.scenario,
         dataset=dataset_for(args.scenario, args.dataset, runs),
         runs=runs,
-        **_campaign_settings(args),
+        **campaign_settings(_flags(args), os.environ),
     )
     ensure_synthetic(spec.dataset, spec.scenario)
     report = anyio.run(run_manual_tests, spec)
@@ -746,11 +502,11 @@ def _daemon_status(args: argparse.Namespace) -> int:
 
 def _serve_learn_submit(args: argparse.Namespace) -> int:
     from mw_actors.daemon import Submit, ask
-    from mw_actors.serve_learn import Submission
+    from mw_actors.serve_learn import Submission, campaign_settings
 
     runs = _runs_dir(args.runs)
     tag = _tag(args.tag or os.environ.get("MW_TAG") or f"{args.scenario}-{os.getpid()}")
-    settings = _campaign_settings(args)
+    settings = campaign_settings(_flags(args), os.environ)
     submission = Submission.from_settings(args.scenario, args.dataset, settings)
     # The keys stay in the daemon's memory, never its registry.
     submit = Submit(

@@ -31,7 +31,7 @@ from ._ledger import (
     summary_name,
     write_atomically,
 )
-from ._money import usd
+from ._money import parse_usd, usd
 from ._prices import (
     PRICES_SCHEMA_VERSION,
     ModelPrice,
@@ -112,6 +112,7 @@ __all__ = [
     "lost_attempt",
     "openai_error",
     "parse_prices",
+    "parse_usd",
     "read_ledger",
     "responses_usage",
     "serve_http",

@@ -29,6 +29,9 @@ Fault = Literal[
 FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 
 
+_LATENCY_KEYS = {"ttft": "first_token_seconds", "tps": "tokens_per_second", "drip": "drip_seconds"}
+
+
 class Latency(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Time to first token and tokens per second (0 = no delay)."""
 
@@ -39,6 +42,24 @@ class Latency(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     def __post_init__(self) -> None:
         if min(self.first_token_seconds, self.tokens_per_second, self.drip_seconds) < 0:
             raise ConfigError("latency values must be >= 0")
+
+    @classmethod
+    def parse(cls, spec: str, what: str = "--latency", base: Latency | None = None) -> Latency:
+        """``ttft=0.2,tps=50,drip=0.5`` (each optional) over ``base``'s values.
+
+        Raises:
+            ConfigError: an unknown key, a value that is not a number, or one below 0.
+        """
+        fields = msgspec.structs.asdict(base or cls())
+        for part in filter(None, spec.split(",")):
+            key, _, value = part.partition("=")
+            if key not in _LATENCY_KEYS:
+                raise ConfigError(f"{what}: unknown key {key!r}", hint="use ttft=S,tps=N,drip=S")
+            try:
+                fields[_LATENCY_KEYS[key]] = float(value)
+            except ValueError:
+                raise ConfigError(f"{what}: {key}={value!r} is not a number") from None
+        return cls(**fields)
 
 
 class FaultPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

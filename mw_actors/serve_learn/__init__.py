@@ -26,6 +26,7 @@ from ._records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, Episo
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
+from ._settings import Flags, campaign_settings, launch_spec, train_split
 from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
 from ._synthetic import dataset_for, ensure_synthetic, is_synthetic, write_synthetic
 
@@ -44,6 +45,7 @@ __all__ = [
     "Endpoint",
     "EpisodeEnded",
     "EpisodeStarted",
+    "Flags",
     "Journaled",
     "LaunchConfig",
     "ManualReport",
@@ -56,12 +58,14 @@ __all__ = [
     "Window",
     "WindowPlan",
     "averages",
+    "campaign_settings",
     "check_campaign",
     "dataset_for",
     "ensure_synthetic",
     "find_codex",
     "is_synthetic",
     "keys_for",
+    "launch_spec",
     "load_launch_config",
     "make_method",
     "models_reached",
@@ -74,6 +78,7 @@ __all__ = [
     "run_manual_tests",
     "score_file",
     "split_model",
+    "train_split",
     "write_outputs",
     "write_synthetic",
 ]

@@ -1,0 +1,63 @@
+"""A campaign's settings are a pure function of its flags and an environment mapping."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from mw_actors.serve_learn import Flags, campaign_settings, launch_spec, train_split
+from mw_errors import ConfigError
+
+
+def test_a_flag_beats_the_environment_which_beats_the_launch_config(tmp_path: Path) -> None:
+    config = tmp_path / "launch.yaml"
+    config.write_text("host_model: local/from-config\nconcurrency: 3\ntrain_split: 36\n")
+    flags = Flags(scenario="synthetic_l1", config=config)
+    env = {"MW_MODEL": "local/from-env", "PATH": ""}
+    assert campaign_settings(flags, {"PATH": ""})["model"] == "local/from-config"
+    settings = campaign_settings(flags, env)
+    assert settings["model"] == "local/from-env"
+    assert (settings["concurrency"], settings["train_split"]) == (3, 36)
+    given = Flags(scenario="synthetic_l1", config=config, model="local/flag", concurrency=0)
+    settings = campaign_settings(given, env)
+    assert (settings["model"], settings["concurrency"]) == ("local/flag", 0)  # 0 is a value
+    assert train_split(None, {"MW_TRAIN_SPLIT": "24"}) == 24
+    assert train_split(12, {"MW_TRAIN_SPLIT": "24"}) == 12
+
+
+def test_the_defaults_and_only_the_mapping_given_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MW_MODEL", "local/process-env")  # never read: only bin/ reads os.environ
+    settings = campaign_settings(Flags(scenario="synthetic_l1"), {"PATH": ""})
+    assert settings["model"] == "local/scripted" and settings["method"] == "mwm-local"
+    assert settings["allocation_usd"] == Decimal(5) and settings["concurrency"] == 4
+    assert settings["learner_backend"] == "builtin"  # no codex on an empty PATH
+    assert settings["reasoning_effort"] == "high" and settings["secrets"] == {}
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "words"),
+    [
+        (Flags(scenario="s", allocation="-1"), {}, "--allocation -1 must be a finite amount"),
+        (Flags(scenario="s", allocation="lots"), {}, "is not an amount in USD"),
+        (Flags(scenario="s", provider_latency="ttft=x"), {}, "--provider-latency: ttft='x'"),
+        (Flags(scenario="s", provider_latency="rtt=1"), {}, "unknown key 'rtt'"),
+        (Flags(scenario="s"), {"MW_TRAIN_SPLIT": "two"}, "MW_TRAIN_SPLIT='two'"),
+        (Flags(scenario="s"), {"MW_LEARNER_BACKEND": "gpu"}, "not a learner backend"),
+    ],
+)
+def test_a_malformed_setting_is_refused_in_one_line(
+    flags: Flags, env: dict[str, str], words: str
+) -> None:
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        campaign_settings(flags, {"PATH": "", **env})
+
+
+def test_allocation_add_needs_a_resume(tmp_path: Path) -> None:
+    flags = Flags(scenario="synthetic_l1", allocation_add="2")
+    with pytest.raises(ConfigError, match="raises a campaign's allocation on --resume"):
+        launch_spec(flags, {"PATH": ""}, tmp_path, "t")
+    assert not (tmp_path / "t").exists()  # nothing written
