@@ -175,34 +175,14 @@ def _provider(args: argparse.Namespace) -> int:
     import msgspec
 
     from meters import serve_until_signal
-    from mw_actors.provider import (
-        Engine,
-        FaultPlan,
-        Latency,
-        Provider,
-        ScriptedEngine,
-        SmolLM2Engine,
-        SyntheticHost,
-        SyntheticLearner,
-        serve_provider,
-    )
+    from mw_actors.provider import FaultPlan, Latency, Provider, make_engine, serve_provider
 
-    engine: Engine
-    if args.script and args.engine != "scripted":
-        raise ConfigError("--script is for the scripted engine", hint="drop --script")
-    if args.engine == "scripted":
-        engine = ScriptedEngine.from_file(args.script) if args.script else ScriptedEngine()
-    elif args.engine == "synthetic-host":
-        engine = SyntheticHost()
-    elif args.engine == "synthetic-learner":
-        engine = SyntheticLearner()
-    elif args.engine == "smollm2":
-        engine = SmolLM2Engine.load(
-            Path(args.model_dir) if args.model_dir else _smollm2_cache(),
-            max_new_tokens=args.max_new_tokens,
-        )
-    else:
-        raise ConfigError(f"unknown engine {args.engine!r}", hint="use scripted or smollm2")
+    engine = make_engine(
+        args.engine,
+        script=args.script,
+        model_dir=args.model_dir or _smollm2_cache(),
+        max_new_tokens=args.max_new_tokens,
+    )
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
@@ -277,16 +257,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print(msgspec.json.encode(schedule).decode())
         return 0
-    print(
-        f"{schedule.scenario}: {schedule.serving_total} serving cases in "
-        f"{len(schedule.block_ends)} blocks of up to {schedule.block_size} ({schedule.schedule} "
-        f"schedule), {schedule.test_total} test cases"
-    )
-    for w in schedule.windows:
-        print(
-            f"  window {w.window}: {w.serving} serving, {w.test} test, last position "
-            f"{w.last_position}, tested on v{w.test_version} ({w.unlearned} unlearned)"
-        )
+    print(schedule.describe())
     return 0
 
 
@@ -375,7 +346,7 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from mw_actors.daemon import campaign_tags
+    from mw_actors.daemon import campaign_tags, status_line
     from mw_actors.daemon import statuses as read_statuses
 
     runs = _runs_dir(args.runs)
@@ -384,19 +355,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(statuses[0] if args.tag else statuses))
         return 0
-    for s in statuses:
-        p = s.get("progress") or {}  # a campaign the daemon is just starting has none yet
-        done = (
-            f"{p.get('cases_served', 0)} cases served, {p.get('blocks_learned', 0)} blocks "
-            f"learned, {p.get('windows_tested', 0)} windows tested"
-            if s["kind"] == "serve-learn"
-            else f"{p.get('trials_done', 0)} trials done"
-        )
-        spend = ", ".join(f"{meter} ${usd}" for meter, usd in s.get("spend_usd", {}).items())
-        print(
-            f"{s['tag']}: {s['kind']}, {s['state']}; {done}; "
-            f"spend {spend or '-'} of ${s.get('allocation_usd', '?')}"
-        )
+    for status in statuses:
+        print(status_line(status))
     if not statuses:
         print(f"no campaign under {runs}")
     return 0
@@ -414,44 +374,11 @@ def _editing_options() -> Any:
 
 def _daemon_run(args: argparse.Namespace) -> int:
     """The daemon in the foreground (``mw daemon start`` runs this detached)."""
-    import anyio
+    from mw_actors.daemon import Daemon, DaemonOptions, serve_in_foreground
 
-    from mw_actors.daemon import Daemon, DaemonOptions
-
-    daemon = Daemon(
-        _runs_dir(args.runs),
-        DaemonOptions(editing=_editing_options(), secret=os.environ.get),
-    )
-
-    async def signals() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
-            async for signum in sigs:
-                if signum == signal.SIGUSR1:
-                    _dump_tasks()
-                else:
-                    daemon.stop()
-
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(signals)
-            await daemon.serve()  # returns once stopped: by Shutdown or a signal
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
+    options = DaemonOptions(editing=_editing_options(), secret=os.environ.get)
+    serve_in_foreground(Daemon(_runs_dir(args.runs), options))
     return 0
-
-
-def _dump_tasks() -> None:
-    import asyncio
-
-    import structlog
-
-    tasks = []
-    for task in asyncio.all_tasks():
-        frames = task.get_stack(limit=1)
-        where = f"{frames[0].f_code.co_filename}:{frames[0].f_lineno}" if frames else "?"
-        tasks.append(f"{task.get_name()} at {where}")
-    structlog.get_logger("mw.daemon").warning("task_tree", tasks=sorted(tasks))
 
 
 def _daemon_command(runs: Path) -> tuple[list[str], dict[str, str]]:
@@ -543,28 +470,14 @@ def _attach(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
-    from mw_actors.serve_learn import averages, score_file
+    from mw_actors.serve_learn import score_file, score_table
 
     scores = [score_file(Path(path)) for path in args.results]
-    means = averages(scores)
     if args.json:  # one object per results file, in the order given
         print(msgspec.json.encode(scores).decode())
         return 0
 
-    def cell(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f}"
-
-    print(f"{'scenario':<16} {'method':<12} {'model':<28} {'hidden':>7} {'full':>7} {'tests':>6}")
-    for s in scores:
-        print(
-            f"{s.scenario:<16} {s.method:<12} {s.model:<28} {cell(s.hidden):>7} "
-            f"{cell(s.fully_specified):>7} {s.n_test:>6}"
-        )
-    for a in means:
-        print(
-            f"average {a.method} / {a.model}: hidden {cell(a.avg_hidden)} (over 9 settings), "
-            f"fully specified {cell(a.avg_fully_specified)} (over 6)"
-        )
+    print(score_table(scores))
     return 0
 
 

@@ -8,6 +8,7 @@ caller on any thread (the demo's, a test's) gets its own answer.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ import msgspec
 from mw_errors import ConfigError, MwError
 
 from ._client import DaemonPaths, connect, daemon_running
+from ._daemon import Daemon
 from ._protocol import Shutdown, Status
 from ._status import campaign_status
 
@@ -29,7 +31,9 @@ __all__ = [
     "ask",
     "campaign_tags",
     "daemon_pid",
+    "serve_in_foreground",
     "start_detached",
+    "status_line",
     "statuses",
     "stop_detached",
 ]
@@ -169,9 +173,61 @@ def statuses(runs: Path, tags: Sequence[str]) -> list[dict[str, Any]]:
     return [msgspec.to_builtins(campaign_status(runs / tag)) for tag in tags]
 
 
+def status_line(status: Mapping[str, Any]) -> str:
+    """A campaign's status (as :func:`statuses` gives it), as ``mw status`` prints it."""
+    p = status.get("progress") or {}  # a campaign the daemon is just starting has none yet
+    done = (
+        f"{p.get('cases_served', 0)} cases served, {p.get('blocks_learned', 0)} blocks "
+        f"learned, {p.get('windows_tested', 0)} windows tested"
+        if status["kind"] == "serve-learn"
+        else f"{p.get('trials_done', 0)} trials done"
+    )
+    spend = ", ".join(f"{meter} ${usd}" for meter, usd in status.get("spend_usd", {}).items())
+    return (
+        f"{status['tag']}: {status['kind']}, {status['state']}; {done}; "
+        f"spend {spend or '-'} of ${status.get('allocation_usd', '?')}"
+    )
+
+
 def campaign_tags(runs: Path) -> list[str]:
     """The campaigns under ``runs`` (directories with a journal), oldest change first."""
     if not runs.is_dir():
         return []
     found = [p for p in runs.iterdir() if (p / "journal").is_dir()]
     return [p.name for p in sorted(found, key=lambda p: (p.stat().st_mtime, p.name))]
+
+
+def serve_in_foreground(daemon: Daemon) -> None:
+    """The daemon's process: serve until a ``Shutdown``, SIGTERM or SIGINT.
+
+    SIGUSR1 logs every task and where it waits (asyncio), for a daemon that seems stuck.
+    """
+
+    async def signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
+            async for signum in sigs:
+                if signum == signal.SIGUSR1:
+                    _log_tasks()
+                else:
+                    daemon.stop()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(signals)
+            await daemon.serve()  # returns once stopped: by Shutdown or a signal
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def _log_tasks() -> None:
+    import asyncio
+
+    import structlog
+
+    tasks = []
+    for task in asyncio.all_tasks():
+        frames = task.get_stack(limit=1)
+        where = f"{frames[0].f_code.co_filename}:{frames[0].f_lineno}" if frames else "?"
+        tasks.append(f"{task.get_name()} at {where}")
+    structlog.get_logger("mw.daemon").warning("task_tree", tasks=sorted(tasks))

@@ -25,7 +25,14 @@ from ._outputs import write_outputs
 from ._records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, EpisodeStarted
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
-from ._score import OFFICIAL_SCENARIOS, Averages, SettingScore, averages, score_file
+from ._score import (
+    OFFICIAL_SCENARIOS,
+    Averages,
+    SettingScore,
+    averages,
+    score_file,
+    score_table,
+)
 from ._settings import Flags, campaign_settings, launch_spec, train_split
 from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
 from ._synthetic import dataset_for, ensure_synthetic, is_synthetic, write_synthetic
@@ -77,6 +84,7 @@ __all__ = [
     "run_campaign",
     "run_manual_tests",
     "score_file",
+    "score_table",
     "split_model",
     "train_split",
     "write_outputs",

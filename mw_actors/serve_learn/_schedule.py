@@ -64,6 +64,20 @@ class Plan(msgspec.Struct, frozen=True):
             return len(self.block_ends)
         return self.serving_total // self.block_size
 
+    def describe(self) -> str:
+        """The plan as ``mw serve-learn plan`` prints it: a line, then one per window."""
+        lines = [
+            f"{self.scenario}: {self.serving_total} serving cases in {len(self.block_ends)} "
+            f"blocks of up to {self.block_size} ({self.schedule} schedule), "
+            f"{self.test_total} test cases"
+        ]
+        lines += [
+            f"  window {w.window}: {w.serving} serving, {w.test} test, last position "
+            f"{w.last_position}, tested on v{w.test_version} ({w.unlearned} unlearned)"
+            for w in self.windows
+        ]
+        return "\n".join(lines)
+
     def block_start(self, block: int) -> int:
         """The index (0-based) in the stream of block ``block``'s first case."""
         return self.block_ends[block - 1] if block else 0

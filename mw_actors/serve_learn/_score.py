@@ -9,7 +9,7 @@ Fully Specified over the six retail and banking ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,14 @@ import msgspec
 
 from mw_errors import ConfigError
 
-__all__ = ["OFFICIAL_SCENARIOS", "Averages", "SettingScore", "averages", "score_file"]
+__all__ = [
+    "OFFICIAL_SCENARIOS",
+    "Averages",
+    "SettingScore",
+    "averages",
+    "score_file",
+    "score_table",
+]
 
 OFFICIAL_SCENARIOS = tuple(f"{d}_l{t}" for d in ("retail", "banking", "pitch") for t in (1, 2, 3))
 
@@ -117,3 +124,25 @@ def averages(scores: Iterable[SettingScore]) -> list[Averages]:
             )
         )
     return out
+
+
+def score_table(scores: Sequence[SettingScore]) -> str:
+    """The scores as ``mw score`` prints them: one row per file, then each averages line."""
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    lines = [
+        f"{'scenario':<16} {'method':<12} {'model':<28} {'hidden':>7} {'full':>7} {'tests':>6}"
+    ]
+    lines += [
+        f"{s.scenario:<16} {s.method:<12} {s.model:<28} {cell(s.hidden):>7} "
+        f"{cell(s.fully_specified):>7} {s.n_test:>6}"
+        for s in scores
+    ]
+    lines += [
+        f"average {a.method} / {a.model}: hidden {cell(a.avg_hidden)} (over 9 settings), "
+        f"fully specified {cell(a.avg_fully_specified)} (over 6)"
+        for a in averages(scores)
+    ]
+    return "\n".join(lines)
