@@ -24,25 +24,23 @@ from mw_errors import (
     SupervisorError,
 )
 
-from ._core._actor import IGNORE, Actor, ActorContext, ActorRef, Exit
-from ._core._clock import Clock, SystemClock, VirtualClock, fail_after, move_on_after, sleep
-from ._core._fileops import FileOps
-from ._core._journal import (
+from ._core import (
+    BRUTAL_KILL,
+    IGNORE,
     SCHEMA_VERSION,
-    Entry,
-    Journal,
-    JournalStatistics,
-    Projection,
-    open_journal,
-    read_journal,
-    rebuild,
-    replay,
-)
-from ._core._mailbox import Mailbox, MailboxStatistics, Overflow
-from ._core._process import ProcessActor
-from ._core._records import (
+    Actor,
+    ActorContext,
     ActorExit,
+    ActorRef,
     ActorSpawn,
+    ActorView,
+    AutoShutdown,
+    Backoff,
+    ChildInfo,
+    ChildSpec,
+    Clock,
+    Entry,
+    Exit,
     ExitError,
     ExitIgnored,
     ExitKilled,
@@ -50,32 +48,42 @@ from ._core._records import (
     ExitNormal,
     ExitReason,
     ExitShutdown,
+    FileOps,
+    Journal,
     JournalHeader,
+    JournalStatistics,
+    Mailbox,
+    MailboxStatistics,
+    Overflow,
+    ProcessActor,
+    Projection,
     Record,
-    SupervisorEscalate,
-    SupervisorGiveUp,
-    SupervisorRestart,
-    SupervisorRetryLater,
-)
-from ._core._runtime import Runtime, observe_runtimes, open_runtime
-from ._core._spec import (
-    BRUTAL_KILL,
-    AutoShutdown,
-    Backoff,
-    ChildSpec,
     Restart,
     RetryLater,
+    Runtime,
     Strategy,
-    SupervisorSpec,
-)
-from ._core._supervisor import (
-    ChildInfo,
+    SupervisionView,
     Supervisor,
+    SupervisorEscalate,
+    SupervisorGiveUp,
     SupervisorRef,
+    SupervisorRestart,
+    SupervisorRetryLater,
+    SupervisorSpec,
     SupervisorStatistics,
+    SystemClock,
+    VirtualClock,
+    fail_after,
+    move_on_after,
+    observe_runtimes,
+    open_journal,
+    open_runtime,
+    read_journal,
+    rebuild,
+    replay,
+    sleep,
     supervisor,
 )
-from ._core._views import ActorView, SupervisionView
 from ._metering import MeterActor, MeterPlace, MeterStats, run_meter, start_meter
 from ._reserver import (
     BUDGET_RECORDS,

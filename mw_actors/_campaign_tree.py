@@ -29,12 +29,18 @@ import anyio
 
 import meters
 
-from ._core._actor import ActorRef
-from ._core._journal import Journal
-from ._core._records import Record
-from ._core._runtime import Runtime, open_runtime
-from ._core._spec import ChildSpec, Restart, SupervisorSpec
-from ._core._supervisor import SupervisorRef, supervisor
+from ._core import (
+    ActorRef,
+    ChildSpec,
+    Journal,
+    Record,
+    Restart,
+    Runtime,
+    SupervisorRef,
+    SupervisorSpec,
+    open_runtime,
+    supervisor,
+)
 from ._metering import MeterPlace, ledger_lines, start_meter
 from ._reserver import BudgetReserver, ReserverClient
 

@@ -33,11 +33,7 @@ import msgspec
 
 import meters
 
-from ._core._actor import Actor, ActorContext
-from ._core._records import ExitReason
-from ._core._runtime import open_runtime
-from ._core._spec import ChildSpec, Restart
-from ._core._supervisor import SupervisorRef
+from ._core import Actor, ActorContext, ChildSpec, ExitReason, Restart, SupervisorRef, open_runtime
 from ._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
 
 __all__ = ["MeterActor", "MeterPlace", "MeterStats", "ledger_lines", "run_meter", "start_meter"]

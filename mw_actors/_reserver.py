@@ -20,8 +20,7 @@ import msgspec
 
 from meters import Blocked, Budget, Granted, LedgerLine, Reservation
 
-from ._core._actor import Actor, ActorContext, ActorRef
-from ._core._records import Record
+from ._core import Actor, ActorContext, ActorRef, Record
 
 __all__ = [
     "BUDGET_RECORDS",
@@ -141,7 +140,7 @@ class BudgetReserver(Actor[Any]):
 
     async def init(self, ctx: ActorContext) -> object:
         self.ctx = ctx
-        journal = ctx.runtime.journal
+        journal = ctx.journal
         if journal is not None:
             settled, open_ = _replay(await journal.replay(*BUDGET_RECORDS))
             # A meter that wrote its line but died before settling: the ledger settles it,
@@ -154,7 +153,7 @@ class BudgetReserver(Actor[Any]):
         return None
 
     async def _record(self, record: Record) -> None:
-        journal = self.ctx.runtime.journal
+        journal = self.ctx.journal
         if journal is not None:
             await journal.append(record)
 

@@ -22,14 +22,21 @@ import anyio
 
 from mw_errors import ActorExited
 
-from ._core._actor import Actor, ActorContext
-from ._core._journal import read_journal, rebuild, replay
-from ._core._process import ProcessActor
-from ._core._records import Record
-from ._core._runtime import open_runtime
-from ._core._spec import Backoff, ChildSpec, SupervisorSpec
-from ._core._supervisor import supervisor
-from ._core._views import SupervisionView
+from ._core import (
+    Actor,
+    ActorContext,
+    Backoff,
+    ChildSpec,
+    ProcessActor,
+    Record,
+    SupervisionView,
+    SupervisorSpec,
+    open_runtime,
+    read_journal,
+    rebuild,
+    replay,
+    supervisor,
+)
 
 __all__ = ["DaemonControl", "DemoEvidence", "run_demo"]
 
@@ -63,7 +70,7 @@ class _Squarer(Actor[int]):
         if item in CRASH_ON and item not in self.crashed:
             self.crashed.add(item)
             raise RuntimeError(f"demo crash on item {item}")
-        journal = self.ctx.runtime.journal
+        journal = self.ctx.journal
         assert journal is not None
         record = DemoEvidence(
             item=item, worker=self.ctx.name, attempt=self.ctx.attempt, value=item * item

@@ -136,6 +136,19 @@ def test_no_import_circle_crosses_a_folder() -> None:
     assert not crossing, crossing
 
 
+def test_the_engine_room_is_entered_by_its_front_door() -> None:
+    """Outside ``mw_actors._core``, the engine is imported from the package, never from
+    one of its private files."""
+    reaching = [
+        f"{name} -> {target}"
+        for name, targets in _graph().items()
+        if not name.startswith("mw_actors._core")
+        for target in targets
+        if target.startswith("mw_actors._core.")
+    ]
+    assert not reaching, reaching
+
+
 @pytest.mark.parametrize(
     ("graph", "circle"),
     [

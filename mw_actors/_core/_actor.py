@@ -22,7 +22,7 @@ The identity of an actor (its name and mailbox) outlives each run, so an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, Protocol, TypeVar
 
 import anyio
 import structlog
@@ -34,7 +34,8 @@ from ._mailbox import Mailbox, MailboxStatistics, Overflow
 from ._records import ExitReason, ExitShutdown
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._journal import Journal
+    from ._records import Record
 
 __all__ = [
     "IGNORE",
@@ -203,17 +204,44 @@ class ActorRef(Generic[M]):
         return f"<ActorRef {self._id.name}>"
 
 
-class ActorContext:
-    """What a running actor knows about itself and its runtime."""
+class Host(Protocol):
+    """What an actor's context reaches of its runtime, and nothing more.
 
-    def __init__(self, identity: _Identity, run: int, runtime: Runtime, *, supervisor: str) -> None:
+    The journal and the record sink, run numbers, and the registry of live
+    identities that supervisors keep (``Runtime`` is the one host).
+    """
+
+    @property
+    def journal(self) -> Journal | None: ...
+
+    def record(self, record: Record) -> None:
+        """Append a lifecycle record (no fsync wait)."""
+
+    def next_run(self) -> int:
+        """A run id unique within the journal, across restarts of the process too."""
+        ...
+
+    def register(self, identity: _Identity) -> None: ...
+
+    def unregister(self, identity: _Identity) -> None: ...
+
+
+class ActorContext:
+    """What a running actor knows about itself, and its host's narrow interface."""
+
+    def __init__(self, identity: _Identity, run: int, host: Host, *, supervisor: str) -> None:
         self._id = identity
         self.run = run  # unique within the journal
         self.attempt = identity.runs  # 1 for the first run of this identity, 2 after a restart...
-        self.runtime = runtime
+        self.host = host
         self.current: Envelope | None = None
         self._supervisor_name = supervisor
         self._kill_callbacks: list[Callable[[], object]] = []
+
+    @property
+    def journal(self) -> Journal | None:
+        """The runtime's journal (None: a runtime without one)."""
+        return self.host.journal
 
     def _on_kill(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` if the supervisor kills this run outright."""

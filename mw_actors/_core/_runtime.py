@@ -65,10 +65,10 @@ class Runtime:
             first_run += max((r.run for r in spawns), default=0)
         self._runs = itertools.count(first_run)
 
-    def _register(self, identity: _Identity) -> None:
+    def register(self, identity: _Identity) -> None:
         self._identities[identity.name] = identity
 
-    def _unregister(self, identity: _Identity) -> None:
+    def unregister(self, identity: _Identity) -> None:
         if self._identities.get(identity.name) is identity:
             del self._identities[identity.name]
 
@@ -79,7 +79,7 @@ class Runtime:
         """
         return {name: i.mailbox.statistics() for name, i in sorted(self._identities.items())}
 
-    def _next_run(self) -> int:
+    def next_run(self) -> int:
         """A run id unique within the journal, across restarts of the process too."""
         return next(self._runs)
 

@@ -251,7 +251,7 @@ class Supervisor(Actor[Any]):
                     ctx._on_kill(teardown.cancel)
                     await self._terminate_all()
                 for child in self._children_list():  # this run's children end with it
-                    ctx.runtime._unregister(child.identity)
+                    ctx.host.unregister(child.identity)
                 tg.cancel_scope.cancel()
         if error is not None:
             raise error
@@ -303,7 +303,7 @@ class Supervisor(Actor[Any]):
             self._ctx.clock,
         )
         identity.mailbox._on_dead_letter = _fail_dead_letter(identity)
-        self._ctx.runtime._register(identity)
+        self._ctx.host.register(identity)
         return _Child(spec, identity)
 
     async def _start_initial(self, spec: ChildSpec) -> None:
@@ -321,7 +321,7 @@ class Supervisor(Actor[Any]):
         identity = child.identity
         identity.runs += 1
         identity.alive = True
-        run = _Run(ctx.runtime._next_run(), ctx.clock.monotonic())
+        run = _Run(ctx.host.next_run(), ctx.clock.monotonic())
         child.run = run
         self._record(ActorSpawn(actor=identity.name, run=run.number, supervisor=ctx.name))
         self._tg.start_soon(self._run_child, child, run)
@@ -342,7 +342,7 @@ class Supervisor(Actor[Any]):
     async def _run_child(self, child: _Child, run: _Run) -> None:
         assert self._ctx is not None
         identity = child.identity
-        ctx = ActorContext(identity, run.number, self._ctx.runtime, supervisor=self._ctx.name)
+        ctx = ActorContext(identity, run.number, self._ctx.host, supervisor=self._ctx.name)
         ctx._kill_callbacks = run.kill_callbacks
         reason: ExitReason | None = None
         actor: Actor[Any] | None = None
@@ -472,7 +472,7 @@ class Supervisor(Actor[Any]):
             del self._by_id[child.spec.id]
         child.identity.mailbox.close()
         if self._ctx is not None:
-            self._ctx.runtime._unregister(child.identity)
+            self._ctx.host.unregister(child.identity)
 
     # -- restarting ------------------------------------------------------------------
 
@@ -742,7 +742,7 @@ class Supervisor(Actor[Any]):
 
     def _record(self, record: Any) -> None:
         assert self._ctx is not None
-        self._ctx.runtime.record(record)
+        self._ctx.host.record(record)
 
 
 class SupervisorRef:

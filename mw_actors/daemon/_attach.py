@@ -25,7 +25,7 @@ from rich.text import Text
 
 from mw_errors import CampaignStarting, MwError
 
-from .._core._journal import read_journal
+from .._core import read_journal
 from ..editing._records import CampaignStarted as EditingStarted
 from ..serve_learn._records import CampaignStarted as ServeLearnStarted
 from ..serve_learn._records import EpisodeEnded

@@ -36,9 +36,7 @@ import structlog
 from mw_errors import ConfigError, MwError
 
 from .._convert import convert
-from .._core._journal import open_journal, read_journal
-from .._core._records import Record
-from .._core._runtime import Runtime, observe_runtimes
+from .._core import Record, Runtime, observe_runtimes, open_journal, read_journal
 from .._reserver import BUDGET_RECORDS
 from .._tags import check_tag
 from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted

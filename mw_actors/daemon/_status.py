@@ -17,8 +17,7 @@ import msgspec
 import meters
 from mw_errors import CampaignStarting, ConfigError
 
-from .._core._journal import Entry, read_journal, rebuild
-from .._core._views import SupervisionView
+from .._core import Entry, SupervisionView, read_journal, rebuild
 from .._lock import is_locked
 from .._reserver import BUDGET_RECORDS
 from ..editing._records import EDITING_RECORDS, TrialEnded

@@ -55,9 +55,7 @@ from sandbox import Limits, SandboxConfig, open_sandbox
 from sandbox import self_test as sandbox_self_test
 
 from .._campaign_tree import open_campaign_tree
-from .._core._actor import Actor, ActorContext, ActorRef
-from .._core._journal import Journal
-from .._core._spec import ChildSpec, SupervisorSpec
+from .._core import Actor, ActorContext, ActorRef, ChildSpec, Journal, SupervisorRef, SupervisorSpec
 from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
 from .._metering import ledger_lines, start_meter
@@ -276,10 +274,12 @@ class TrialScheduler(Actor[Any]):
         *,
         reserver: ActorRef[Any],
         grader: ActorRef[GradeJob],
+        meters: SupervisorRef,
         done: anyio.Event,
     ) -> None:
         self.loaded = loaded
         self.reserver = ReserverClient(reserver)
+        self.meters = meters  # where a trial's policy meter runs: the tree's root
         self.grader = grader
         self.layout = layout
         self.options = options
@@ -289,7 +289,7 @@ class TrialScheduler(Actor[Any]):
 
     async def init(self, ctx: ActorContext) -> object:
         self.ctx = ctx
-        journal = ctx.runtime.journal
+        journal = ctx.journal
         assert journal is not None, "the editing campaign always runs with a journal"
         self.journal: Journal = journal
         return None
@@ -420,10 +420,9 @@ class TrialScheduler(Actor[Any]):
         )
         # The trial's meter is an actor of the runtime, for this trial only (temporary:
         # removed when it stops; stopping it writes and settles every attempt in flight).
-        root = self.ctx.runtime.root
         meter_id = f"policy-meter-{trial.id}"
         reserver = LocalReserver(Budget(envelope))
-        place = await start_meter(root, meter_id, config, reserver, restart="temporary")
+        place = await start_meter(self.meters, meter_id, config, reserver, restart="temporary")
         try:
             await run_policy(
                 ctx,
@@ -436,7 +435,7 @@ class TrialScheduler(Actor[Any]):
             )
         finally:
             with anyio.CancelScope(shield=True), contextlib.suppress(KeyError):
-                await root.terminate_child(meter_id)  # gone already if it crashed
+                await self.meters.terminate_child(meter_id)  # gone already if it crashed
             lines = ledger_lines(ledger_dir / "ledger.jsonl")
             self.spent = Decimal(summarize(lines, "host").cost_usd)
 
@@ -606,7 +605,13 @@ async def _run_tree(
 
         def scheduler() -> TrialScheduler:
             return TrialScheduler(
-                loaded, layout, options, reserver=tree.reserver, grader=grader, done=done
+                loaded,
+                layout,
+                options,
+                reserver=tree.reserver,
+                grader=grader,
+                meters=tree.runtime.root,
+                done=done,
             )
 
         await campaign.start_child(ChildSpec(id="scheduler", start=scheduler, restart="temporary"))

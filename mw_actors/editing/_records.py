@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from .._core._records import Record
+from .._core import Record
 from ._grading import Fingerprint
 
 __all__ = [

@@ -16,7 +16,7 @@ import msgspec
 
 from mw_errors import ConfigError, FingerprintMismatch, IntegrityError
 
-from .._core._journal import open_journal
+from .._core import open_journal
 from .._hashing import file_sha256
 from .._reserver import BUDGET_RECORDS
 from ._campaign import CampaignOptions, grade_request, retained_inputs, run_grader, write_receipt

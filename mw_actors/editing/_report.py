@@ -20,7 +20,7 @@ import msgspec
 
 from mw_errors import EvidenceError, IntegrityError
 
-from .._core._journal import Entry, read_journal
+from .._core import Entry, read_journal
 from .._hashing import file_sha256
 from .._reserver import BUDGET_RECORDS, BudgetReserved, BudgetSettled
 from ._layout import RunLayout

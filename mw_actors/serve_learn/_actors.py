@@ -19,8 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .._core._actor import Actor, ActorContext
-from .._core._journal import Journal
+from .._core import Actor, ActorContext, Journal
 from ._episode import serve_episode
 from ._methods import Lesson
 from ._records import (
@@ -38,7 +37,7 @@ class _Journaled(Actor[Any]):
     """A campaign actor: it needs the campaign journal (a campaign always has one)."""
 
     async def init(self, ctx: ActorContext) -> object:
-        journal = ctx.runtime.journal
+        journal = ctx.journal
         assert journal is not None, "a campaign runs with a journal"
         self.journal: Journal = journal
         return None

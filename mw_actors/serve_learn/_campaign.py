@@ -32,7 +32,7 @@ import structlog
 import sandbox
 
 from .._campaign_tree import open_campaign_tree
-from .._core._spec import ChildSpec, SupervisorSpec
+from .._core import ChildSpec, SupervisorSpec
 from .._lock import campaign_lock
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled

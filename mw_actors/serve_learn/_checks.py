@@ -16,7 +16,7 @@ import msgspec
 import sandbox
 from mw_errors import ConfigError, SandboxUnavailable
 
-from .._core._journal import read_journal
+from .._core import read_journal
 from .._lock import refuse_if_locked
 from ..provider import (
     smollm2_gguf,

@@ -18,7 +18,7 @@ import structlog
 
 from mw_errors import ProviderRefused
 
-from .._core._journal import Journal
+from .._core import Journal
 from ._acting import score_line
 from ._records import (
     EpisodeEnded,

@@ -21,7 +21,7 @@ import anyio
 from mw_errors import ConfigError
 
 from .._campaign_tree import CampaignTree, open_campaign_tree
-from .._core._journal import read_journal
+from .._core import read_journal
 from .._lock import campaign_lock
 from ._checks import check_model, prepare_scenario, probe_endpoints
 from ._engines import JudgeLink

@@ -14,7 +14,7 @@ import msgspec
 
 import meters
 
-from .._core._journal import read_journal
+from .._core import read_journal
 from .._metering import ledger_lines
 from ..provider import (
     LOCAL_PRICES,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._core._records import Record
+from .._core import Record
 
 __all__ = [
     "SERVE_LEARN_RECORDS",

@@ -13,8 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from .._core._actor import ActorRef
-from .._core._journal import Journal, read_journal
+from .._core import ActorRef, Journal, read_journal
 from ._engines import Engine, make_engine
 from ._methods import Method, Session, make_method
 from ._protocol import episode_record

@@ -256,7 +256,7 @@ class _Recorder(mw.Actor[object]):
         return await self.journal.append(ev(int(str(message))))
 
     async def init(self, ctx: mw.ActorContext) -> object:
-        self.journal = ctx.runtime.journal
+        self.journal = ctx.journal
         return None
 
 
@@ -317,7 +317,7 @@ class _Counter(mw.Actor[object]):
     """Counts items; its count is evidence, so a restart rebuilds it from the journal."""
 
     async def init(self, ctx: mw.ActorContext) -> object:
-        journal = ctx.runtime.journal
+        journal = ctx.journal
         assert journal is not None
         self.journal = journal
         self.count = len(await journal.replay(Evidence))
