@@ -35,7 +35,7 @@ import mw_actors as mw
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
 
 
-class Evidence(mw.Record, tag="bench.evidence", frozen=True):
+class Evidence(mw.journal.Record, tag="bench.evidence", frozen=True):
     writer: int
     index: int
 
@@ -137,7 +137,7 @@ def fsync_per_record(directory: Path, n: int) -> float:
 
 async def journal_rate(directory: Path, writers: int, per_writer: int) -> tuple[float, float]:
     latencies: list[float] = []
-    async with mw.open_journal(directory, record_types=[Evidence]) as journal:
+    async with mw.journal.open_journal(directory, record_types=[Evidence]) as journal:
 
         async def write(w: int) -> None:
             for i in range(per_writer):

@@ -201,8 +201,8 @@ def daemon_deaths(frames: int, seed: int) -> tuple[int, int, str]:
 
 
 def queued_started(kills: int, seed: int, tmp: Path) -> tuple[int, list[int]]:
-    from mw_actors import read_journal
     from mw_actors.daemon import CAMPAIGN_RECORDS
+    from mw_actors.journal import read_journal
     from mw_actors.serve_learn import EpisodeEnded, EpisodeStarted
 
     rng = random.Random(seed)

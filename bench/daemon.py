@@ -25,7 +25,6 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mw_actors import read_journal  # noqa: E402
 from mw_actors.daemon import (  # noqa: E402
     Cancel,
     Status,
@@ -35,6 +34,7 @@ from mw_actors.daemon import (  # noqa: E402
     subscribe,
 )
 from mw_actors.daemon._status import CAMPAIGN_RECORDS  # noqa: E402
+from mw_actors.journal import read_journal  # noqa: E402
 
 WATCHED = {
     "scenario": "synthetic_l1",

@@ -50,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import meters  # noqa: E402
-from mw_actors import BUDGET_RECORDS, read_journal  # noqa: E402
+from mw_actors.journal import read_journal  # noqa: E402
+from mw_actors.metering import BUDGET_RECORDS  # noqa: E402
 from mw_actors.provider import LOCAL_PRICES, Latency  # noqa: E402
 from mw_actors.serve_learn import (  # noqa: E402
     SERVE_LEARN_RECORDS,

@@ -43,9 +43,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _journal_check(args: argparse.Namespace) -> int:
-    from mw_actors import SupervisionView, read_journal, rebuild
     from mw_actors.daemon import CAMPAIGN_RECORDS
     from mw_actors.demo import DemoEvidence
+    from mw_actors.journal import SupervisionView, read_journal, rebuild
     from mw_errors import JournalError
 
     path = Path(args.path)
@@ -222,7 +222,7 @@ def _meter(args: argparse.Namespace) -> int:
         allocation_usd=allocation,
         adapt_responses=args.adapt_responses,
     )
-    from mw_actors import run_meter
+    from mw_actors.metering import run_meter
 
     # With an allocation, the budget is journaled beside the ledger: a restart spends
     # nothing twice.

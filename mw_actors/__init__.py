@@ -5,6 +5,16 @@ Embed it in an asyncio or trio program::
     async with mw_actors.open_runtime(journal="runs/x/journal") as rt:
         ref = await rt.spawn(mw_actors.ChildSpec(id="worker", start=Worker))
         await ref.ask("ping")
+
+This namespace holds the actor vocabulary: the runtime, actors and their
+references, supervisors and their specs, exits, clocks and errors. The rest
+lives in namespaces of its own:
+
+- ``mw_actors.journal``: the journal, its records and the views rebuilt from it;
+- ``mw_actors.metering``: wire meters as actors and the budget they reserve from
+  (it loads the HTTP stack; ``import mw_actors`` does not);
+- ``mw_actors.serve_learn``, ``mw_actors.editing``, ``mw_actors.daemon`` and
+  ``mw_actors.provider``: the campaigns, the daemon and the local provider.
 """
 
 from mw_errors import (
@@ -24,22 +34,18 @@ from mw_errors import (
     SupervisorError,
 )
 
+from . import journal as journal  # the namespace, loaded with the package
 from ._core import (
     BRUTAL_KILL,
     IGNORE,
-    SCHEMA_VERSION,
     Actor,
     ActorContext,
-    ActorExit,
     ActorRef,
-    ActorSpawn,
-    ActorView,
     AutoShutdown,
     Backoff,
     ChildInfo,
     ChildSpec,
     Clock,
-    Entry,
     Exit,
     ExitError,
     ExitIgnored,
@@ -48,27 +54,17 @@ from ._core import (
     ExitNormal,
     ExitReason,
     ExitShutdown,
-    FileOps,
-    Journal,
-    JournalHeader,
-    JournalStatistics,
+    Host,
     Mailbox,
     MailboxStatistics,
     Overflow,
     ProcessActor,
-    Projection,
-    Record,
     Restart,
     RetryLater,
     Runtime,
     Strategy,
-    SupervisionView,
     Supervisor,
-    SupervisorEscalate,
-    SupervisorGiveUp,
     SupervisorRef,
-    SupervisorRestart,
-    SupervisorRetryLater,
     SupervisorSpec,
     SupervisorStatistics,
     SystemClock,
@@ -76,51 +72,28 @@ from ._core import (
     fail_after,
     move_on_after,
     observe_runtimes,
-    open_journal,
     open_runtime,
-    read_journal,
-    rebuild,
-    replay,
     sleep,
     supervisor,
 )
-from ._metering import MeterActor, MeterPlace, MeterStats, run_meter, start_meter
-from ._reserver import (
-    BUDGET_RECORDS,
-    BudgetReclaimed,
-    BudgetReserved,
-    BudgetReserver,
-    BudgetSettled,
-    ReserverClient,
-    rebuild_budget,
-)
+from ._public import public_module as _public_module
 from ._tags import TAG_PATTERN, check_scenario, check_tag
 
 __all__ = [
     "BRUTAL_KILL",
-    "BUDGET_RECORDS",
     "IGNORE",
-    "SCHEMA_VERSION",
     "TAG_PATTERN",
     "Actor",
     "ActorContext",
-    "ActorExit",
     "ActorExited",
     "ActorRef",
-    "ActorSpawn",
-    "ActorView",
     "AskTimeout",
     "AutoShutdown",
     "Backoff",
-    "BudgetReclaimed",
-    "BudgetReserved",
-    "BudgetReserver",
-    "BudgetSettled",
     "ChildInfo",
     "ChildSpec",
     "Clock",
     "ConfigError",
-    "Entry",
     "Exit",
     "ExitError",
     "ExitIgnored",
@@ -129,27 +102,18 @@ __all__ = [
     "ExitNormal",
     "ExitReason",
     "ExitShutdown",
-    "FileOps",
-    "Journal",
+    "Host",
     "JournalCorrupt",
     "JournalError",
     "JournalFatal",
-    "JournalHeader",
     "JournalSchemaError",
-    "JournalStatistics",
     "Mailbox",
     "MailboxClosed",
     "MailboxFull",
     "MailboxStatistics",
-    "MeterActor",
-    "MeterPlace",
-    "MeterStats",
     "MwError",
     "Overflow",
     "ProcessActor",
-    "Projection",
-    "Record",
-    "ReserverClient",
     "Restart",
     "RestartIntensityExceeded",
     "RetryLater",
@@ -157,14 +121,9 @@ __all__ = [
     "RuntimeClosed",
     "StartFailed",
     "Strategy",
-    "SupervisionView",
     "Supervisor",
     "SupervisorError",
-    "SupervisorEscalate",
-    "SupervisorGiveUp",
     "SupervisorRef",
-    "SupervisorRestart",
-    "SupervisorRetryLater",
     "SupervisorSpec",
     "SupervisorStatistics",
     "SystemClock",
@@ -174,14 +133,56 @@ __all__ = [
     "fail_after",
     "move_on_after",
     "observe_runtimes",
-    "open_journal",
     "open_runtime",
-    "read_journal",
-    "rebuild",
-    "rebuild_budget",
-    "replay",
-    "run_meter",
     "sleep",
-    "start_meter",
     "supervisor",
 ]
+
+_public_module(globals(), __all__, __name__)
+
+# Where each name that left this namespace lives now.
+_MOVED = {
+    "ActorExit": "journal",
+    "ActorSpawn": "journal",
+    "ActorView": "journal",
+    "Entry": "journal",
+    "FileOps": "journal",
+    "Journal": "journal",
+    "JournalHeader": "journal",
+    "JournalStatistics": "journal",
+    "Projection": "journal",
+    "Record": "journal",
+    "SCHEMA_VERSION": "journal",
+    "SupervisionView": "journal",
+    "SupervisorEscalate": "journal",
+    "SupervisorGiveUp": "journal",
+    "SupervisorRestart": "journal",
+    "SupervisorRetryLater": "journal",
+    "open_journal": "journal",
+    "read_journal": "journal",
+    "rebuild": "journal",
+    "replay": "journal",
+    "BUDGET_RECORDS": "metering",
+    "BudgetReclaimed": "metering",
+    "BudgetReserved": "metering",
+    "BudgetReserver": "metering",
+    "BudgetSettled": "metering",
+    "MeterActor": "metering",
+    "MeterPlace": "metering",
+    "MeterStats": "metering",
+    "ReserverClient": "metering",
+    "rebuild_budget": "metering",
+    "run_meter": "metering",
+    "start_meter": "metering",
+}
+
+
+def __getattr__(name: str) -> object:
+    """``mw_actors.metering`` on first use (it loads the HTTP stack); a moved name, told."""
+    if name == "metering":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.metering")
+    if name in _MOVED:
+        raise AttributeError(f"mw_actors.{name} moved: import it from mw_actors.{_MOVED[name]}")
+    raise AttributeError(f"module 'mw_actors' has no attribute {name!r}")

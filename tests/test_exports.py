@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 import types
 
 import pytest
@@ -12,6 +14,8 @@ PACKAGES = [
     "mw_actors",
     "mw_actors.daemon",
     "mw_actors.editing",
+    "mw_actors.journal",
+    "mw_actors.metering",
     "mw_actors.serve_learn",
     "mw_errors",
     "sandbox",
@@ -42,3 +46,43 @@ def test_error_tree_has_one_root() -> None:
         assert issubclass(cls, mw_errors.MwError)
         assert cls.code and cls.hint
         assert attr in (mw_errors.__doc__ or ""), f"{attr} is not drawn in the tree"
+
+
+def test_import_mw_actors_loads_no_http_stack() -> None:
+    """The actor vocabulary needs no HTTP (asyncio itself brings ssl; structlog, rich)."""
+    stack = ("httpx", "httpcore", "h11", "certifi", "meters")
+    probe = f"import sys, mw_actors; print(sorted(m for m in {stack!r} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_public_objects_report_their_public_module() -> None:
+    import mw_actors
+    import mw_actors.journal
+    import mw_actors.metering
+
+    for module in (mw_actors, mw_actors.journal, mw_actors.metering):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type | types.FunctionType) and obj.__module__.startswith(
+                "mw_actors"
+            ):
+                import msgspec
+
+                if isinstance(obj, type) and issubclass(obj, msgspec.Struct):
+                    continue  # msgspec resolves a Struct's annotations in its own module
+                assert obj.__module__ == module.__name__, (name, obj.__module__)
+    assert repr(mw_actors.ActorRef) == "<class 'mw_actors.ActorRef'>"
+
+
+def test_a_name_that_moved_says_where_it_went() -> None:
+    import mw_actors
+
+    with pytest.raises(
+        AttributeError, match=r"mw_actors.read_journal moved: import it from mw_actors.journal"
+    ):
+        mw_actors.read_journal  # noqa: B018
+    with pytest.raises(AttributeError, match=r"from mw_actors\.metering"):
+        mw_actors.start_meter  # noqa: B018
+    assert mw_actors.metering.start_meter.__module__ == "mw_actors.metering"

@@ -110,15 +110,15 @@ async def wait_for(predicate: Callable[[], bool], *, limit: int = 2000) -> None:
     raise AssertionError("state never reached")
 
 
-def journal_entries(path: Path) -> list[mw.Entry]:
-    return mw.read_journal(path)
+def journal_entries(path: Path) -> list[mw.journal.Entry]:
+    return mw.journal.read_journal(path)
 
 
-def views(path: Path) -> dict[str, mw.ActorView]:
-    return mw.rebuild(mw.SupervisionView(), mw.read_journal(path))
+def views(path: Path) -> dict[str, mw.journal.ActorView]:
+    return mw.journal.rebuild(mw.journal.SupervisionView(), mw.journal.read_journal(path))
 
 
-def assert_one_terminal_per_run(path: Path) -> dict[str, mw.ActorView]:
+def assert_one_terminal_per_run(path: Path) -> dict[str, mw.journal.ActorView]:
     state = views(path)
     for view in state.values():
         for run, count in view.terminal_per_run.items():
@@ -129,5 +129,7 @@ def assert_one_terminal_per_run(path: Path) -> dict[str, mw.ActorView]:
 
 def exits(path: Path, actor: str) -> list[str]:
     return [
-        str(r.reason) for r in mw.replay(mw.read_journal(path), mw.ActorExit) if r.actor == actor
+        str(r.reason)
+        for r in mw.journal.replay(mw.journal.read_journal(path), mw.journal.ActorExit)
+        if r.actor == actor
     ]

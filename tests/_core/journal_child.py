@@ -13,7 +13,7 @@ import structlog
 import mw_actors as mw
 
 
-class Evidence(mw.Record, tag="test.evidence"):
+class Evidence(mw.journal.Record, tag="test.evidence"):
     writer: int
     index: int
     payload: str
@@ -22,14 +22,14 @@ class Evidence(mw.Record, tag="test.evidence"):
 async def main(directory: str, writers: int) -> None:
     out = sys.stdout
 
-    async def writer(w: int, journal: mw.Journal) -> None:
+    async def writer(w: int, journal: mw.journal.Journal) -> None:
         for i in range(10**9):
             seq = await journal.append(Evidence(writer=w, index=i, payload="x" * (i % 200)))
             out.write(f"ack {seq} {w} {i}\n")
             out.flush()
 
     async with (
-        mw.open_journal(directory, record_types=[Evidence], segment_bytes=64 * 1024) as j,
+        mw.journal.open_journal(directory, record_types=[Evidence], segment_bytes=64 * 1024) as j,
         anyio.create_task_group() as tg,
     ):
         for w in range(writers):

@@ -34,21 +34,21 @@ def lines(path: Path) -> list[bytes]:
 
 
 async def write_some(path: Path, n: int, **kwargs: object) -> None:
-    async with mw.open_journal(path, record_types=[Evidence], **kwargs) as journal:  # type: ignore[arg-type]
+    async with mw.journal.open_journal(path, record_types=[Evidence], **kwargs) as journal:  # type: ignore[arg-type]
         for i in range(n):
             await journal.append(ev(i))
 
 
 async def test_round_trip_and_framing(tmp_path: Path) -> None:
-    async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence]) as journal:
         seqs = [await journal.append(ev(i)) for i in range(3)]
         seqs.append(journal.append_nowait(ev(3)))
     assert seqs == [2, 3, 4, 5]
-    entries = mw.read_journal(tmp_path, [Evidence])
+    entries = mw.journal.read_journal(tmp_path, [Evidence])
     assert [e.seq for e in entries] == [1, 2, 3, 4, 5]
-    assert isinstance(entries[0].rec, mw.JournalHeader)
-    assert entries[0].rec.schema_version == mw.SCHEMA_VERSION
-    assert [r.index for r in mw.replay(entries, Evidence)] == [0, 1, 2, 3]
+    assert isinstance(entries[0].rec, mw.journal.JournalHeader)
+    assert entries[0].rec.schema_version == mw.journal.SCHEMA_VERSION
+    assert [r.index for r in mw.journal.replay(entries, Evidence)] == [0, 1, 2, 3]
     assert [e.dur for e in entries[1:]] == ["evidence"] * 3 + ["info"]
     first = lines(tmp_path)[1]
     assert first.startswith(b'{"crc":"') and first.endswith(b"\n")
@@ -57,10 +57,10 @@ async def test_round_trip_and_framing(tmp_path: Path) -> None:
 async def test_watchers_see_each_record_and_a_broken_one_costs_nothing(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
 
-    def broken(seq: int, rec: mw.Record) -> None:
+    def broken(seq: int, rec: mw.journal.Record) -> None:
         raise RuntimeError("a buggy view")
 
-    async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence]) as journal:
         await journal.append(ev(0))  # before anyone watches
         unwatch = journal.watch(lambda seq, rec: seen.append((seq, rec.index)))  # type: ignore[attr-defined]
         journal.watch(broken)
@@ -69,7 +69,9 @@ async def test_watchers_see_each_record_and_a_broken_one_costs_nothing(tmp_path:
         unwatch()
         await journal.append(ev(3))
     assert seen == [(3, 1), (4, 2)]
-    assert [r.index for r in mw.replay(mw.read_journal(tmp_path, [Evidence]), Evidence)] == [
+    assert [
+        r.index for r in mw.journal.replay(mw.journal.read_journal(tmp_path, [Evidence]), Evidence)
+    ] == [
         0,
         1,
         2,
@@ -79,11 +81,11 @@ async def test_watchers_see_each_record_and_a_broken_one_costs_nothing(tmp_path:
 
 async def test_reopen_continues_the_sequence(tmp_path: Path) -> None:
     await write_some(tmp_path, 3)
-    async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence]) as journal:
         assert journal.statistics().recovered == 4
         assert await journal.append(ev(9)) == 5
         assert len(journal.recovered_entries()) == 4
-    assert [e.seq for e in mw.read_journal(tmp_path, [Evidence])] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in mw.journal.read_journal(tmp_path, [Evidence])] == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize(
@@ -102,12 +104,12 @@ async def test_torn_tail_is_truncated(tmp_path: Path, tail: bytes) -> None:
     with open(segment, "ab") as handle:
         handle.write(tail)
     # Reading never changes the file; it stops before the torn tail.
-    assert len(mw.read_journal(tmp_path, [Evidence])) == 4
-    async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
+    assert len(mw.journal.read_journal(tmp_path, [Evidence])) == 4
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence]) as journal:
         assert journal.statistics().truncated_bytes == len(tail)
         assert await journal.append(ev(3)) == 5
     assert segment.stat().st_size > good
-    assert [e.seq for e in mw.read_journal(tmp_path, [Evidence])] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in mw.journal.read_journal(tmp_path, [Evidence])] == [1, 2, 3, 4, 5]
 
 
 async def test_corrupt_middle_line_is_refused_with_a_clear_error(tmp_path: Path) -> None:
@@ -118,13 +120,13 @@ async def test_corrupt_middle_line_is_refused_with_a_clear_error(tmp_path: Path)
     data[at + 2] = ord("X")
     segment.write_bytes(bytes(data))
     with pytest.raises(mw.JournalCorrupt) as info:
-        async with mw.open_journal(tmp_path, record_types=[Evidence]):
+        async with mw.journal.open_journal(tmp_path, record_types=[Evidence]):
             pass
     message = info.value.render()
     assert str(segment) in message and "line 3" in message and "hint:" in message
     assert "\n" not in message
     with pytest.raises(mw.JournalCorrupt, match="line 3"):
-        mw.read_journal(tmp_path, [Evidence])
+        mw.journal.read_journal(tmp_path, [Evidence])
     assert segment.read_bytes() == bytes(data)  # refused, not "repaired"
 
 
@@ -134,19 +136,19 @@ async def test_gap_in_sequence_is_refused(tmp_path: Path) -> None:
     kept = [line for i, line in enumerate(lines(tmp_path)) if i != 2]
     segment.write_bytes(b"".join(kept))
     with pytest.raises(mw.JournalCorrupt, match="sequence number 4 follows 2"):
-        mw.read_journal(tmp_path, [Evidence])
+        mw.journal.read_journal(tmp_path, [Evidence])
 
 
 async def test_unknown_kind_and_newer_schema_are_refused(tmp_path: Path) -> None:
     await write_some(tmp_path, 1)
     with pytest.raises(mw.JournalSchemaError, match=r"unknown record kind 'test\.evidence'"):
-        mw.read_journal(tmp_path)  # without the record types that wrote it
+        mw.journal.read_journal(tmp_path)  # without the record types that wrote it
 
-    class Future(mw.JournalHeader, tag="journal.header"):
+    class Future(mw.journal.JournalHeader, tag="journal.header"):
         pass
 
     newer = tmp_path / "newer"
-    async with mw.open_journal(newer):
+    async with mw.journal.open_journal(newer):
         pass
     (segment,) = newer.glob("*.jsonl")
     text = segment.read_text().replace('"schema_version":1', '"schema_version":99')
@@ -156,18 +158,18 @@ async def test_unknown_kind_and_newer_schema_are_refused(tmp_path: Path) -> None
     body = text[18:-1].encode()
     segment.write_bytes(b'{"crc":"%08x",%s\n' % (zlib.crc32(body), body))
     with pytest.raises(mw.JournalSchemaError, match="schema 99 is newer"):
-        mw.read_journal(newer)
+        mw.journal.read_journal(newer)
 
 
 async def test_rotation_keeps_sequence_contiguous_and_syncs_the_directory(tmp_path: Path) -> None:
-    class Spy(mw.FileOps):
+    class Spy(mw.journal.FileOps):
         dir_syncs = 0
 
         def fsync_dir(self, path: Path) -> None:
             Spy.dir_syncs += 1
             super().fsync_dir(path)
 
-    async with mw.open_journal(
+    async with mw.journal.open_journal(
         tmp_path, record_types=[Evidence], segment_bytes=4096, files=Spy()
     ) as journal:
         for i in range(200):
@@ -176,7 +178,7 @@ async def test_rotation_keeps_sequence_contiguous_and_syncs_the_directory(tmp_pa
     files = sorted(tmp_path.glob("*.jsonl"))
     assert len(files) == segments > 3
     assert Spy.dir_syncs == segments
-    entries = mw.read_journal(tmp_path, [Evidence])
+    entries = mw.journal.read_journal(tmp_path, [Evidence])
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
     for path in files:  # each segment starts with a header named by its first seq
         head = path.read_bytes().split(b"\n", 1)[0]
@@ -185,7 +187,7 @@ async def test_rotation_keeps_sequence_contiguous_and_syncs_the_directory(tmp_pa
 
 
 async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
-    async with mw.open_journal(tmp_path, record_types=[Evidence]) as journal:
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence]) as journal:
         async with anyio.create_task_group() as tg:
             for w in range(64):
                 tg.start_soon(journal.append, ev(0, w))
@@ -195,7 +197,7 @@ async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
     assert stats.durable_seq == stats.last_seq == 65
 
 
-class _GatedFsync(mw.FileOps):
+class _GatedFsync(mw.journal.FileOps):
     def __init__(self) -> None:
         self.gate = threading.Event()
         self.synced = 0
@@ -209,7 +211,7 @@ class _GatedFsync(mw.FileOps):
 async def test_evidence_is_acknowledged_only_after_fsync(tmp_path: Path) -> None:
     files = _GatedFsync()
     acked = anyio.Event()
-    async with mw.open_journal(tmp_path, record_types=[Evidence], files=files) as journal:
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence], files=files) as journal:
 
         async def append() -> None:
             await journal.append(ev(1))
@@ -225,7 +227,7 @@ async def test_evidence_is_acknowledged_only_after_fsync(tmp_path: Path) -> None
         journal.append_nowait(ev(2))  # info: returns at once, no fsync awaited
 
 
-class _FailingFsync(mw.FileOps):
+class _FailingFsync(mw.journal.FileOps):
     def __init__(self, after: int) -> None:
         self.after = after
 
@@ -238,7 +240,9 @@ class _FailingFsync(mw.FileOps):
 
 async def test_fsync_error_is_fatal_and_never_retried(tmp_path: Path) -> None:
     with pytest.raises(mw.JournalFatal, match="Input/output error"):
-        async with mw.open_journal(tmp_path, record_types=[Evidence], files=_FailingFsync(1)) as j:
+        async with mw.journal.open_journal(
+            tmp_path, record_types=[Evidence], files=_FailingFsync(1)
+        ) as j:
             await j.append(ev(0))
             with pytest.raises(mw.JournalFatal):
                 await j.append(ev(1))
@@ -263,7 +267,9 @@ class _Recorder(mw.Actor[object]):
 async def test_fsync_error_fails_the_runtime(tmp_path: Path) -> None:
     with pytest.raises(mw.JournalFatal):
         async with (
-            mw.open_journal(tmp_path, record_types=[Evidence], files=_FailingFsync(2)) as journal,
+            mw.journal.open_journal(
+                tmp_path, record_types=[Evidence], files=_FailingFsync(2)
+            ) as journal,
             mw.open_runtime(journal=journal) as rt,
         ):
             ref = await rt.spawn(mw.ChildSpec(id="rec", start=_Recorder))
@@ -303,7 +309,9 @@ def test_kill_9_at_random_points_loses_no_acknowledged_record(
             parts = line.split()
             if len(parts) == 4 and parts[0] == b"ack":  # a line cut by the kill is not an ack
                 acked[int(parts[1])] = (int(parts[2]), int(parts[3]))
-        entries = mw.read_journal(tmp_path, [Evidence])  # raises on a gap or a bad middle line
+        entries = mw.journal.read_journal(
+            tmp_path, [Evidence]
+        )  # raises on a gap or a bad middle line
         assert [e.seq for e in entries] == list(range(1, len(entries) + 1)), round_
         present = {
             e.seq: (e.rec.writer, e.rec.index) for e in entries if isinstance(e.rec, Evidence)
@@ -352,7 +360,7 @@ async def test_file_faults_are_fatal_and_nothing_unwritten_is_acknowledged(
 ) -> None:
     acked: list[int] = []
     with pytest.raises(mw.JournalFatal, match=f"injected {fault.name}"):
-        async with mw.open_journal(
+        async with mw.journal.open_journal(
             tmp_path,
             record_types=[Evidence],
             files=fault.files(),
@@ -361,11 +369,11 @@ async def test_file_faults_are_fatal_and_nothing_unwritten_is_acknowledged(
             for i in range(500):
                 acked.append(await journal.append(ev(i)))
     assert len(acked) < 500
-    present = {e.seq for e in mw.read_journal(tmp_path, [Evidence])}
+    present = {e.seq for e in mw.journal.read_journal(tmp_path, [Evidence])}
     assert set(acked) <= present
 
 
-class _GatedWrite(mw.FileOps):
+class _GatedWrite(mw.journal.FileOps):
     def __init__(self) -> None:
         self.gate = threading.Event()
         self.writing = threading.Event()
@@ -379,7 +387,7 @@ class _GatedWrite(mw.FileOps):
 async def test_sync_waits_for_the_batch_the_writer_is_busy_with(tmp_path: Path) -> None:
     files = _GatedWrite()
     files.gate.set()  # let the segment header through
-    async with mw.open_journal(tmp_path, record_types=[Evidence], files=files) as journal:
+    async with mw.journal.open_journal(tmp_path, record_types=[Evidence], files=files) as journal:
         await journal.sync()
         files.gate.clear()
         files.writing.clear()

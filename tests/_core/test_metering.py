@@ -14,6 +14,7 @@ import pytest
 
 import meters
 import mw_actors as mw
+import mw_actors.metering
 from mw_actors.provider import Provider, ScriptedEngine, serve_provider
 
 from ..meters.conftest import PRICES, SCRIPT
@@ -43,12 +44,14 @@ def config(upstream: str, ledger: Path) -> meters.MeterConfig:
 
 async def test_a_meter_actor_serves_answers_asks_and_writes_its_summary(tmp_path: Path) -> None:
     async with provider() as upstream:
-        place = mw.MeterPlace()
+        place = mw.metering.MeterPlace()
         async with mw.open_runtime(journal=tmp_path / "journal") as rt:
             ref = await rt.spawn(
                 mw.ChildSpec(
                     id="host-meter",
-                    start=lambda: mw.MeterActor(config(upstream, tmp_path / "ledger"), place),
+                    start=lambda: mw.metering.MeterActor(
+                        config(upstream, tmp_path / "ledger"), place
+                    ),
                 )
             )
             assert place.port != 0  # bound when ready
@@ -56,7 +59,7 @@ async def test_a_meter_actor_serves_answers_asks_and_writes_its_summary(tmp_path
                 for _ in range(3):
                     answer = await client.post("/chat/completions", json=BODY)
                     assert answer.status_code == 200
-            stats = await ref.ask(mw.MeterStats())
+            stats = await ref.ask(mw.metering.MeterStats())
             assert (stats.role, stats.requests, stats.statuses) == ("host", 3, {"ok": 3})
             assert "root/host-meter" in rt.mailboxes()
     summary = json.loads((tmp_path / "ledger" / "wire_ledger.json").read_text())
@@ -66,14 +69,14 @@ async def test_a_meter_actor_serves_answers_asks_and_writes_its_summary(tmp_path
 
 
 async def test_a_crashed_meter_is_restarted_where_its_clients_send(tmp_path: Path) -> None:
-    made: list[mw.MeterActor] = []
+    made: list[mw.metering.MeterActor] = []
 
-    def start(upstream: str, place: mw.MeterPlace) -> mw.MeterActor:
-        made.append(mw.MeterActor(config(upstream, tmp_path / "ledger"), place))
+    def start(upstream: str, place: mw.metering.MeterPlace) -> mw.metering.MeterActor:
+        made.append(mw.metering.MeterActor(config(upstream, tmp_path / "ledger"), place))
         return made[-1]
 
     async with provider() as upstream:
-        place = mw.MeterPlace()
+        place = mw.metering.MeterPlace()
         async with mw.open_runtime(journal=tmp_path / "journal") as rt:
             await rt.spawn(mw.ChildSpec(id="host-meter", start=start, args=(upstream, place)))
             port = place.port

@@ -10,19 +10,20 @@ import pytest
 
 import meters
 import mw_actors as mw
+import mw_actors.metering
 
 pytestmark = pytest.mark.anyio
 
 
 def reserver(allocation: str, **kwargs: Any) -> mw.ChildSpec:
     return mw.ChildSpec(
-        id="reserver", start=lambda: mw.BudgetReserver(Decimal(allocation), **kwargs)
+        id="reserver", start=lambda: mw.metering.BudgetReserver(Decimal(allocation), **kwargs)
     )
 
 
 async def test_reserve_settle_release_are_journaled(tmp_path: Path) -> None:
-    async with mw.open_runtime(journal=tmp_path, record_types=mw.BUDGET_RECORDS) as rt:
-        client = mw.ReserverClient(await rt.spawn(reserver("1.00")))
+    async with mw.open_runtime(journal=tmp_path, record_types=mw.metering.BUDGET_RECORDS) as rt:
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("1.00")))
         a = await client.reserve(Decimal("0.60"), "meter:a")
         assert isinstance(a, meters.Granted)
         assert isinstance(await client.reserve(Decimal("0.50"), "meter:b"), meters.Blocked)
@@ -30,7 +31,9 @@ async def test_reserve_settle_release_are_journaled(tmp_path: Path) -> None:
         b = await client.reserve(Decimal("0.50"), "meter:b")
         assert isinstance(b, meters.Granted)
         await client.release(b.id)
-    kinds = [type(e.rec).__name__ for e in mw.read_journal(tmp_path, mw.BUDGET_RECORDS)]
+    kinds = [
+        type(e.rec).__name__ for e in mw.journal.read_journal(tmp_path, mw.metering.BUDGET_RECORDS)
+    ]
     assert [k for k in kinds if k.startswith("Budget")] == [
         "BudgetReserved",
         "BudgetBlocked",
@@ -40,7 +43,7 @@ async def test_reserve_settle_release_are_journaled(tmp_path: Path) -> None:
     ]
     reserved = [
         e
-        for e in mw.read_journal(tmp_path, mw.BUDGET_RECORDS)
+        for e in mw.journal.read_journal(tmp_path, mw.metering.BUDGET_RECORDS)
         if e.rec.__class__.__name__ == "BudgetReserved"
     ]
     assert all(e.dur == "evidence" for e in reserved)  # on disk before the meter may forward
@@ -48,8 +51,8 @@ async def test_reserve_settle_release_are_journaled(tmp_path: Path) -> None:
 
 async def test_state_is_rebuilt_after_a_restart_from_journal_and_ledger(tmp_path: Path) -> None:
     journal = tmp_path / "journal"
-    async with mw.open_runtime(journal=journal, record_types=mw.BUDGET_RECORDS) as rt:
-        client = mw.ReserverClient(await rt.spawn(reserver("1.00")))
+    async with mw.open_runtime(journal=journal, record_types=mw.metering.BUDGET_RECORDS) as rt:
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("1.00")))
         settled = await client.reserve(Decimal("0.30"), "m:1")
         in_flight = await client.reserve(Decimal("0.30"), "m:2")
         lost = await client.reserve(Decimal("0.30"), "m:3")
@@ -61,23 +64,25 @@ async def test_state_is_rebuilt_after_a_restart_from_journal_and_ledger(tmp_path
         status="ok", http_status=200, streamed=False, usage=None, cost_usd="0.05",
         reservation_id=in_flight.id,  # type: ignore[union-attr]
     )  # fmt: skip
-    async with mw.open_runtime(journal=journal, record_types=mw.BUDGET_RECORDS) as rt:
+    async with mw.open_runtime(journal=journal, record_types=mw.metering.BUDGET_RECORDS) as rt:
         ref = await rt.spawn(reserver("1.00", ledger=[line]))
         stats = await ref.ask("statistics")
     assert stats.settled_usd == "0.15"  # 0.10 settled + 0.05 from the ledger
     assert stats.outstanding_usd == "0.30"  # m:3 is still held: it may yet be spent
     # The journal was told what the ledger settled, so it agrees with the ledger on its own.
-    records = [e.rec for e in mw.read_journal(journal, mw.BUDGET_RECORDS)]
-    settled = [r for r in records if isinstance(r, mw.BudgetSettled)]
+    records = [e.rec for e in mw.journal.read_journal(journal, mw.metering.BUDGET_RECORDS)]
+    settled = [r for r in records if isinstance(r, mw.metering.BudgetSettled)]
     assert [(r.id, r.actual) for r in settled][-1] == (in_flight.id, "0.05")  # type: ignore[union-attr]
-    alone = mw.rebuild_budget(meters.Budget(Decimal("1.00")), records)
+    alone = mw.metering.rebuild_budget(meters.Budget(Decimal("1.00")), records)
     assert [r.holder for r in alone] == ["m:3"]
 
 
 async def test_expired_leases_are_reclaimed_charged_and_recorded(tmp_path: Path) -> None:
     clock = mw.VirtualClock()
-    async with mw.open_runtime(journal=tmp_path, clock=clock, record_types=mw.BUDGET_RECORDS) as rt:
-        client = mw.ReserverClient(await rt.spawn(reserver("1.00", lease_seconds=60)))
+    async with mw.open_runtime(
+        journal=tmp_path, clock=clock, record_types=mw.metering.BUDGET_RECORDS
+    ) as rt:
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("1.00", lease_seconds=60)))
         await client.reserve(Decimal("0.40"), "meter:crashed")
         await clock.advance(61)
         fresh = await client.reserve(Decimal("0.50"), "meter:new")
@@ -86,8 +91,8 @@ async def test_expired_leases_are_reclaimed_charged_and_recorded(tmp_path: Path)
     assert (stats.settled_usd, stats.reclaimed) == ("0.40", 1)
     reclaimed = [
         e.rec
-        for e in mw.read_journal(tmp_path, mw.BUDGET_RECORDS)
-        if isinstance(e.rec, mw.BudgetReclaimed)
+        for e in mw.journal.read_journal(tmp_path, mw.metering.BUDGET_RECORDS)
+        if isinstance(e.rec, mw.metering.BudgetReclaimed)
     ]
     assert [(r.holder, r.charged) for r in reclaimed] == [("meter:crashed", "0.40")]
 
@@ -97,8 +102,10 @@ async def test_a_meter_reserves_through_the_actor(tmp_path: Path) -> None:
 
     from tests.meters.conftest import open_wire
 
-    async with mw.open_runtime(journal=tmp_path / "j", record_types=mw.BUDGET_RECORDS) as rt:
-        client = mw.ReserverClient(await rt.spawn(reserver("0.0001")))
+    async with mw.open_runtime(
+        journal=tmp_path / "j", record_types=mw.metering.BUDGET_RECORDS
+    ) as rt:
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("0.0001")))
         async with open_wire(tmp_path, reserver=client) as wire:
             body = {"model": "local/scripted", "max_tokens": 200,
                     "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
@@ -121,12 +128,12 @@ async def test_a_restarted_meter_writes_off_what_its_dead_process_left_in_flight
 
     journal = tmp_path / "journal"
     holder = meters.attempt_holder("host", "a1", "/v1/chat/completions", "local/scripted")
-    async with mw.open_runtime(journal=journal, record_types=mw.BUDGET_RECORDS) as rt:
-        client = mw.ReserverClient(await rt.spawn(reserver("1.00")))
+    async with mw.open_runtime(journal=journal, record_types=mw.metering.BUDGET_RECORDS) as rt:
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("1.00")))
         in_flight = await client.reserve(Decimal("0.25"), holder)  # then the process dies
         other = await client.reserve(Decimal("0.10"), "trial-7")  # not a meter's attempt
-    async with mw.open_runtime(journal=journal, record_types=mw.BUDGET_RECORDS) as rt:
-        client = mw.ReserverClient(await rt.spawn(reserver("1.00")))
+    async with mw.open_runtime(journal=journal, record_types=mw.metering.BUDGET_RECORDS) as rt:
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("1.00")))
         async with open_wire(tmp_path, reserver=client) as wire:
             pass
         stats = await client.ref.ask("statistics")

@@ -40,7 +40,9 @@ async def test_outer_cancellation_still_stops_the_tree_in_order(tmp_path: Path) 
             outer.cancel()
             await anyio.sleep_forever()
     assert outer.cancelled_caught
-    order = [r.actor for r in mw.replay(mw.read_journal(tmp_path), mw.ActorExit)]
+    order = [
+        r.actor for r in mw.journal.replay(mw.journal.read_journal(tmp_path), mw.journal.ActorExit)
+    ]
     assert order == ["root/b", "root/a", "root"]
 
 
@@ -57,7 +59,7 @@ async def test_run_ids_stay_unique_across_reopened_journals(tmp_path: Path) -> N
     for _ in range(2):
         async with mw.open_runtime(journal=tmp_path) as rt:
             await rt.spawn(worker(probe, "w"))
-    spawns = list(mw.replay(mw.read_journal(tmp_path), mw.ActorSpawn))
+    spawns = list(mw.journal.replay(mw.journal.read_journal(tmp_path), mw.journal.ActorSpawn))
     runs = [s.run for s in spawns]
     assert len(runs) == len(set(runs)) == 4
     assert_one_terminal_per_run(tmp_path)
@@ -85,14 +87,14 @@ async def test_without_a_journal(tmp_path: Path) -> None:
 
 async def test_runs_a_dead_process_left_open_get_their_terminal_record(tmp_path: Path) -> None:
     journal = tmp_path / "journal"
-    async with mw.open_journal(journal) as j:  # as if the process died mid-run
-        await j.append(mw.ActorSpawn(actor="root/worker", run=7, supervisor="root"))
+    async with mw.journal.open_journal(journal) as j:  # as if the process died mid-run
+        await j.append(mw.journal.ActorSpawn(actor="root/worker", run=7, supervisor="root"))
     async with mw.open_runtime(journal=journal):
         pass
-    entries = mw.read_journal(journal)
-    views = mw.rebuild(mw.SupervisionView(), entries)
+    entries = mw.journal.read_journal(journal)
+    views = mw.journal.rebuild(mw.journal.SupervisionView(), entries)
     assert views["root/worker"].open_runs == []
-    (lost,) = [e.rec for e in entries if isinstance(e.rec, mw.ActorExit) and e.rec.run == 7]
+    (lost,) = [e.rec for e in entries if isinstance(e.rec, mw.journal.ActorExit) and e.rec.run == 7]
     assert isinstance(lost.reason, mw.ExitLost)
     assert_one_terminal_per_run(journal)
 

@@ -170,7 +170,7 @@ async def test_escalation_to_parent(tmp_path: Path) -> None:
             await wait_for(lambda: len(probe.of("init")) == 3)
             info = {c.id: c for c in await rt.root.which_children()}
             assert info["inner"].runs == 2 and info["inner"].alive
-    kinds = [type(e.rec).__name__ for e in mw.read_journal(tmp_path)]
+    kinds = [type(e.rec).__name__ for e in mw.journal.read_journal(tmp_path)]
     assert kinds.count("SupervisorGiveUp") == 1
     assert kinds.count("SupervisorEscalate") == 1
     assert exits(tmp_path, "root/inner")[0] == (
@@ -240,8 +240,8 @@ async def test_backoff_delays_are_exact_on_virtual_time(tmp_path: Path) -> None:
         assert (await rt.root.which_children())[0].alive
     spawns = [
         e.t - clock.wall() + clock.monotonic()
-        for e in mw.read_journal(tmp_path)
-        if isinstance(e.rec, mw.ActorSpawn) and e.rec.actor == "root/w"
+        for e in mw.journal.read_journal(tmp_path)
+        if isinstance(e.rec, mw.journal.ActorSpawn) and e.rec.actor == "root/w"
     ]
     assert spawns == [0, 1, 3, 7, 15, 23, 31]
 
@@ -260,7 +260,7 @@ async def test_retry_later_instead_of_giving_up(tmp_path: Path) -> None:
         await clock.advance(1)
         assert len(probe.of("init")) == 4
         assert (await rt.root.which_children())[0].alive
-    kinds = [type(e.rec).__name__ for e in mw.read_journal(tmp_path)]
+    kinds = [type(e.rec).__name__ for e in mw.journal.read_journal(tmp_path)]
     assert "SupervisorRetryLater" in kinds and "SupervisorGiveUp" not in kinds
 
 
@@ -280,7 +280,11 @@ async def test_second_child_fails_during_group_restart(tmp_path: Path) -> None:
         await settle()
         info = {c.id: (c.alive, c.runs) for c in await rt.root.which_children()}
         assert info == {"a": (True, 3), "b": (True, 3)}
-    restarts = [e.rec for e in mw.read_journal(tmp_path) if isinstance(e.rec, mw.SupervisorRestart)]
+    restarts = [
+        e.rec
+        for e in mw.journal.read_journal(tmp_path)
+        if isinstance(e.rec, mw.journal.SupervisorRestart)
+    ]
     assert [(r.trigger, r.children) for r in restarts] == [
         ("root/a", ["a", "b"]),
         ("root/b", ["a", "b"]),
@@ -346,7 +350,9 @@ async def test_hung_cleanup_is_killed_after_shutdown_timeout(tmp_path: Path) -> 
     assert exits(tmp_path, "root/quick") == ["shutdown"]
     assert exits(tmp_path, "root/brutal") == ["killed"]
     # reverse start order: brutal first, stuck, then quick
-    order = [r.actor for r in mw.replay(mw.read_journal(tmp_path), mw.ActorExit)]
+    order = [
+        r.actor for r in mw.journal.replay(mw.journal.read_journal(tmp_path), mw.journal.ActorExit)
+    ]
     assert order == ["root/brutal", "root/stuck", "root/quick", "root"]
     assert ("root/brutal", "terminate:killed", 1) not in probe.events
 

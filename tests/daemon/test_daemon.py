@@ -152,9 +152,9 @@ async def test_a_second_daemon_on_the_same_runs_is_refused(runs: Path) -> None:
 
 @pytest.mark.anyio
 async def test_subscribers_see_a_campaign_live_record_by_record(runs: Path) -> None:
-    from mw_actors import read_journal
     from mw_actors.daemon import Submit
     from mw_actors.daemon._status import CAMPAIGN_RECORDS
+    from mw_actors.journal import read_journal
     from mw_actors.serve_learn import EpisodeEnded
 
     daemon = Daemon(runs, DaemonOptions())
@@ -226,7 +226,8 @@ def results(runs: Path, tag: str) -> dict[tuple[str, str], tuple[Any, ...]]:
 
 def learned(runs: Path, tag: str) -> dict[int, str]:
     """Each learned version's content digest."""
-    from mw_actors import BUDGET_RECORDS, read_journal
+    from mw_actors.journal import read_journal
+    from mw_actors.metering import BUDGET_RECORDS
     from mw_actors.serve_learn import SERVE_LEARN_RECORDS
     from mw_actors.serve_learn._records import BlockLearned
 
@@ -239,7 +240,8 @@ def check_accounts(runs: Path, tag: str) -> None:
     from decimal import Decimal
 
     import meters
-    from mw_actors import BUDGET_RECORDS, BudgetReserved, read_journal, rebuild_budget
+    from mw_actors.journal import read_journal
+    from mw_actors.metering import BUDGET_RECORDS, BudgetReserved, rebuild_budget
     from mw_actors.serve_learn import SERVE_LEARN_RECORDS
 
     lines = meters.read_ledger(runs / tag / "ledger.jsonl")
@@ -268,7 +270,8 @@ def test_kill_9_of_the_daemon_at_random_moments_then_restart(runs: Path) -> None
     """
     from collections import Counter
 
-    from mw_actors import BUDGET_RECORDS, read_journal
+    from mw_actors.journal import read_journal
+    from mw_actors.metering import BUDGET_RECORDS
     from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
 
     kinds = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from mw_actors import read_journal
 from mw_actors._reserver import BUDGET_RECORDS, BudgetBlocked
 from mw_actors.editing import (
     EDITING_RECORDS,
@@ -19,6 +18,7 @@ from mw_actors.editing import (
     run_campaign,
 )
 from mw_actors.editing._records import TrialReserved
+from mw_actors.journal import read_journal
 from mw_errors import ConfigError, SandboxUnavailable
 
 from .conftest import edit_config, repin

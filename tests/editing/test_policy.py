@@ -15,7 +15,6 @@ import anyio
 import pytest
 
 from meters import read_ledger
-from mw_actors import read_journal
 from mw_actors._reserver import BUDGET_RECORDS
 from mw_actors.editing import (
     EDITING_RECORDS,
@@ -27,6 +26,7 @@ from mw_actors.editing import (
 )
 from mw_actors.editing._fixture import DAMAGE
 from mw_actors.editing._records import PolicyIntent, TrialStep
+from mw_actors.journal import read_journal
 from mw_actors.provider import FaultPlan, Provider, Reply, ScriptedEngine, ToolCall, serve_provider
 
 from .conftest import ROOT, edit_config, repin

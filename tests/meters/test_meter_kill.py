@@ -19,6 +19,7 @@ import pytest
 
 import meters
 import mw_actors as mw
+import mw_actors.metering
 from mw_actors.provider import LOCAL_PRICES
 from tests.processes import start_server, stop_server
 
@@ -76,8 +77,11 @@ def test_a_meter_killed_mid_stream_spends_nothing_twice(tmp_path: Path) -> None:
     assert all(line.cost_usd == line.reserved_usd != "0" for line in lost)
     # The journaled budget agrees with the ledger to the cent, and nothing is left open.
     budget = meters.Budget(ALLOCATION)
-    records = [entry.rec for entry in mw.read_journal(ledger / "journal", mw.BUDGET_RECORDS)]
-    assert mw.rebuild_budget(budget, records) == []
+    records = [
+        entry.rec
+        for entry in mw.journal.read_journal(ledger / "journal", mw.metering.BUDGET_RECORDS)
+    ]
+    assert mw.metering.rebuild_budget(budget, records) == []
     spent = sum((Decimal(line.cost_usd) for line in lines), Decimal(0))
     assert budget.settled == spent <= ALLOCATION
     summary = json.loads((ledger / "wire_ledger.json").read_text())

@@ -19,16 +19,16 @@ class FileFault:
     on_call: int  # 1-based: which call of that method fails
     errno: int
 
-    def files(self) -> mw.FileOps:
+    def files(self) -> mw.journal.FileOps:
         fault = self
         calls = {"n": 0}
 
-        class Broken(mw.FileOps):
+        class Broken(mw.journal.FileOps):
             pass
 
-        original = getattr(mw.FileOps, fault.method)
+        original = getattr(mw.journal.FileOps, fault.method)
 
-        def broken(self: mw.FileOps, *args: object) -> object:
+        def broken(self: mw.journal.FileOps, *args: object) -> object:
             calls["n"] += 1
             if calls["n"] == fault.on_call:
                 raise OSError(fault.errno, f"injected {fault.name}")

@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mw_actors import ActorExit, ExitError, read_journal
+from mw_actors import ExitError
 from mw_actors._reserver import BUDGET_RECORDS
+from mw_actors.journal import ActorExit, read_journal
 from mw_actors.serve_learn import (
     METHODS,
     SERVE_LEARN_RECORDS,

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 import meters
-from mw_actors import BUDGET_RECORDS, BudgetReserved, read_journal
+from mw_actors.journal import read_journal
+from mw_actors.metering import BUDGET_RECORDS, BudgetReserved
 from mw_actors.provider import (
     LOCAL_PRICES,
     Provider,

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from mw_actors import BUDGET_RECORDS, read_journal
+from mw_actors.journal import read_journal
+from mw_actors.metering import BUDGET_RECORDS
 from mw_actors.serve_learn import (
     SERVE_LEARN_RECORDS,
     CampaignSpec,
@@ -64,7 +65,7 @@ async def test_a_manual_run_spends_from_one_journaled_budget(dataset: Path, tmp_
     from decimal import Decimal
 
     import meters
-    from mw_actors import BudgetReserved, BudgetSettled
+    from mw_actors.metering import BudgetReserved, BudgetSettled
 
     await run_campaign(spec(dataset, tmp_path))
     report = await run_manual_tests(spec(dataset, tmp_path))
@@ -80,7 +81,7 @@ async def test_a_manual_run_spends_from_one_journaled_budget(dataset: Path, tmp_
 async def test_what_a_killed_manual_run_left_in_flight_ends_unknown(
     dataset: Path, tmp_path: Path
 ) -> None:
-    from mw_actors import open_journal
+    from mw_actors.journal import open_journal
     from mw_actors.serve_learn import EpisodeStarted, read_scenario
 
     run = await run_campaign(spec(dataset, tmp_path))

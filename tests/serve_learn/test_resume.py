@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mw_actors import open_journal, read_journal
 from mw_actors.daemon import CAMPAIGN_RECORDS as RECORDS
+from mw_actors.journal import open_journal, read_journal
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
 from tests.processes import mw
 
