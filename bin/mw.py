@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -45,27 +44,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _journal_check(args: argparse.Namespace) -> int:
     from mw_actors.daemon import CAMPAIGN_RECORDS
     from mw_actors.demo import DemoEvidence
-    from mw_actors.journal import SupervisionView, read_journal, rebuild
-    from mw_errors import JournalError
+    from mw_actors.journal import journal_summary
 
-    path = Path(args.path)
-    if (path / "journal").is_dir():  # a run directory: its journal
-        path = path / "journal"
     # Every record kind mw writes: the runtime's, the demo's, the budget's, both campaigns'.
-    entries = read_journal(path, [DemoEvidence, *CAMPAIGN_RECORDS])
-    if not entries:
-        raise JournalError(
-            f"{path}: no journal here (no records)", hint="pass a journal or a run directory"
-        )
-    views = rebuild(SupervisionView(), entries)
-    open_runs = {name: v.open_runs for name, v in views.items() if v.open_runs}
-    summary = {
-        "path": str(path),
-        "records": len(entries),
-        "last_seq": entries[-1].seq if entries else 0,
-        "actors": len(views),
-        "runs_without_terminal_record": open_runs,
-    }
+    summary = journal_summary(Path(args.path), [DemoEvidence, *CAMPAIGN_RECORDS])
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0
 
@@ -118,11 +100,7 @@ def _sandbox_exec(args: argparse.Namespace) -> int:
     sys.stderr.write(result.stderr)
     for stream in result.truncated:
         print(f"mw: {stream} was cut at {limits.output_bytes} bytes", file=sys.stderr)
-    if result.timed_out:
-        return 124
-    if result.exit_code is None:
-        return 128 + int(getattr(signal, result.signal or "SIGKILL", 9))
-    return result.exit_code
+    return result.shell_status
 
 
 def _announce(line: str) -> None:

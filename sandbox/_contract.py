@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import shutil
+import signal
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -112,6 +113,15 @@ class ExecResult(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out and not self.limits_hit
+
+    @property
+    def shell_status(self) -> int:
+        """The status a shell reports for it: 124 timed out (as ``timeout``), 128+N by signal N."""
+        if self.timed_out:
+            return 124
+        if self.exit_code is None:
+            return 128 + int(getattr(signal, self.signal or "SIGKILL", signal.SIGKILL))
+        return self.exit_code
 
     def raise_for_limits(self) -> ExecResult:
         """Raise the matching error if the program hit a limit; else return self.

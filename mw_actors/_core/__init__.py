@@ -84,6 +84,7 @@ from ._supervisor import (
 from ._views import (
     ActorView,
     SupervisionView,
+    journal_summary,
 )
 
 __all__ = [
@@ -137,6 +138,7 @@ __all__ = [
     "SystemClock",
     "VirtualClock",
     "fail_after",
+    "journal_summary",
     "move_on_after",
     "observe_runtimes",
     "open_journal",

@@ -6,12 +6,17 @@ actor tree this way: from records, never from a live process.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import msgspec
 
-from ._journal import Entry
+from mw_errors import JournalError
+
+from ._journal import Entry, read_journal, rebuild
 from ._records import ActorExit, ActorSpawn, SupervisorGiveUp, SupervisorRestart
 
-__all__ = ["ActorView", "SupervisionView"]
+__all__ = ["ActorView", "SupervisionView", "journal_summary"]
 
 
 class ActorView(msgspec.Struct):
@@ -59,3 +64,31 @@ class SupervisionView:
         elif isinstance(rec, SupervisorGiveUp):
             state.setdefault(rec.supervisor, ActorView(rec.supervisor))
         return state
+
+
+def journal_summary(path: Path, record_types: list[type[Any]]) -> dict[str, Any]:
+    """What ``mw journal check`` prints of a journal (or a run directory's).
+
+    Reading it checks it whole (a gap or a bad line in the middle raises).
+    Lists the runs without a terminal record, by actor.
+
+    Raises:
+        JournalError: no journal there, or it is damaged.
+    """
+    if (path / "journal").is_dir():  # a run directory: its journal
+        path = path / "journal"
+    entries = read_journal(path, record_types)
+    if not entries:
+        raise JournalError(
+            f"{path}: no journal here (no records)", hint="pass a journal or a run directory"
+        )
+    views = rebuild(SupervisionView(), entries)
+    return {
+        "path": str(path),
+        "records": len(entries),
+        "last_seq": entries[-1].seq,
+        "actors": len(views),
+        "runs_without_terminal_record": {
+            name: v.open_runs for name, v in views.items() if v.open_runs
+        },
+    }

@@ -190,3 +190,20 @@ async def test_a_python_under_tmp_stays_visible(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == str(venv)
     assert temp.stdout == "x\n"  # /tmp is writable for the sandbox user
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "signal_name", "timed_out", "status"),
+    [(0, None, False, 0), (3, None, False, 3), (None, "SIGTERM", False, 143),
+     (None, "SIGKILL", False, 137), (None, None, False, 137), (None, "SIGKILL", True, 124)],
+)  # fmt: skip
+def test_an_exec_reports_the_status_a_shell_would(
+    exit_code: int | None, signal_name: str | None, timed_out: bool, status: int
+) -> None:
+    from sandbox import ExecResult
+
+    result = ExecResult(
+        exit_code=exit_code, signal=signal_name, timed_out=timed_out, stdout="", stderr="",
+        truncated=[], limits_hit=[], duration=0.0, backend="local", isolated=False,
+    )  # fmt: skip
+    assert result.shell_status == status
