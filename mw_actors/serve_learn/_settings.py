@@ -78,31 +78,29 @@ def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
+def _environ_int(environ: Mapping[str, str], name: str, what: str, hint: str) -> int | None:
+    """``environ[name]`` as a whole number (None: unset or empty)."""
+    value = environ.get(name)
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not {what}", hint=hint) from None
+
+
 def train_split(flag: int | None, environ: Mapping[str, str]) -> int | None:
     """``--train-split``, else MW_TRAIN_SPLIT (a prefix of the stream for smoke runs)."""
     if flag is not None:
         return flag
-    value = environ.get("MW_TRAIN_SPLIT")
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(
-            f"MW_TRAIN_SPLIT={value!r} is not a number of serving cases",
-            hint="unset it, or set it to e.g. 24 for a two-block smoke run",
-        ) from None
+    hint = "unset it, or set it to e.g. 24 for a two-block smoke run"
+    return _environ_int(environ, "MW_TRAIN_SPLIT", "a number of serving cases", hint)
 
 
 def _wm_port(environ: Mapping[str, str]) -> int | None:
     """WM_PORT: the host meter's port (the learner's is WM_PORT+1); unset: any free pair."""
-    value = environ.get("WM_PORT")
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"WM_PORT={value!r} is not a port number") from None
+    hint = "unset it for any free pair, or set the host meter's port"
+    return _environ_int(environ, "WM_PORT", "a port number", hint)
 
 
 def _reasoning_effort(text: str | None) -> str | None:

@@ -56,6 +56,12 @@ def test_a_malformed_setting_is_refused_in_one_line(
         campaign_settings(flags, {"PATH": "", **env})
 
 
+def test_a_malformed_wm_port_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="WM_PORT='x' is not a port number"):
+        launch_spec(Flags(scenario="synthetic_l1"), {"PATH": "", "WM_PORT": "x"}, tmp_path, "t")
+    assert not (tmp_path / "t").exists()
+
+
 def test_allocation_add_needs_a_resume(tmp_path: Path) -> None:
     flags = Flags(scenario="synthetic_l1", allocation_add="2")
     with pytest.raises(ConfigError, match="raises a campaign's allocation on --resume"):
