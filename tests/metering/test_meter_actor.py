@@ -18,7 +18,7 @@ import mw_actors.metering
 from mw_actors.provider import Provider, ScriptedEngine, serve_provider
 
 from ..meters.conftest import PRICES, SCRIPT
-from .helpers import assert_one_terminal_per_run, exits
+from .._core.helpers import assert_one_terminal_per_run, exits
 
 pytestmark = pytest.mark.anyio
 

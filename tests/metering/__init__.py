@@ -1,0 +1,1 @@
+"""mw_actors.metering: wire meters as actors, and the budget reserver."""
