@@ -254,6 +254,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
 
     from mw_actors.serve_learn import (
         check_campaign,
+        describe_launch,
         ensure_synthetic,
         launch_spec,
         run_campaign,
@@ -267,15 +268,7 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     spec = launch_spec(_flags(args), os.environ, runs, tag, resume=args.resume)
     ensure_synthetic(spec.dataset, spec.scenario)
     if args.check:
-        schedule = check_campaign(spec)
-        print(
-            f"{spec.scenario}: {schedule.serving_total} serving and {schedule.test_total} test "
-            f"cases; method {spec.method}, host {spec.model}"
-            + (f", learner {spec.learner_model}" if spec.method == "mwm" else "")
-        )
-        for name, endpoint in sorted(spec.endpoints.items()):
-            key = f", key from {endpoint.api_key_env}" if endpoint.api_key_env else ""
-            print(f"  {name}: {endpoint.base_url} as {endpoint.wire_model}{key}")
+        print(describe_launch(spec, check_campaign(spec)))
         return 0
     run = anyio.run(run_campaign, spec)
     score = score_file(run.results)
@@ -288,27 +281,14 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
 def _serve_learn_test(args: argparse.Namespace) -> int:
     import anyio
 
-    from mw_actors.serve_learn import (
-        CampaignSpec,
-        campaign_settings,
-        dataset_for,
-        ensure_synthetic,
-        run_manual_tests,
-        score_file,
-    )
+    from mw_actors.serve_learn import ensure_synthetic, manual_spec, run_manual_tests, score_file
 
     runs = _runs_dir(args.runs)
     tag = args.tag or os.environ.get("MW_TAG")
     if not tag:
         raise ConfigError("which campaign? no --tag and no MW_TAG", hint="pass --tag TAG")
     _tag(tag)
-    spec = CampaignSpec(
-        tag=tag,
-        scenario=args.scenario,
-        dataset=dataset_for(args.scenario, args.dataset, runs),
-        runs=runs,
-        **campaign_settings(_flags(args), os.environ),
-    )
+    spec = manual_spec(_flags(args), os.environ, runs, tag)
     ensure_synthetic(spec.dataset, spec.scenario)
     report = anyio.run(run_manual_tests, spec)
     for window in report.tested:

@@ -33,7 +33,14 @@ from ._score import (
     score_file,
     score_table,
 )
-from ._settings import Flags, campaign_settings, launch_spec, train_split
+from ._settings import (
+    Flags,
+    campaign_settings,
+    describe_launch,
+    launch_spec,
+    manual_spec,
+    train_split,
+)
 from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
 from ._synthetic import dataset_for, ensure_synthetic, is_synthetic, write_synthetic
 
@@ -68,6 +75,7 @@ __all__ = [
     "campaign_settings",
     "check_campaign",
     "dataset_for",
+    "describe_launch",
     "ensure_synthetic",
     "find_codex",
     "is_synthetic",
@@ -75,6 +83,7 @@ __all__ = [
     "launch_spec",
     "load_launch_config",
     "make_method",
+    "manual_spec",
     "models_reached",
     "plan",
     "read_evaluators",

@@ -28,10 +28,19 @@ from ._backends import keys_for, resolve_endpoint
 from ._checks import read_journaled
 from ._codex import find_codex
 from ._launch import LaunchConfig, load_launch_config
+from ._schedule import Plan
 from ._spec import CampaignSpec, models_reached
 from ._synthetic import dataset_for
 
-__all__ = ["RESUME_FLAGS", "Flags", "campaign_settings", "launch_spec", "train_split"]
+__all__ = [
+    "RESUME_FLAGS",
+    "Flags",
+    "campaign_settings",
+    "describe_launch",
+    "launch_spec",
+    "manual_spec",
+    "train_split",
+]
 
 # The paper's judge of a Pitch verifier, next to a remote host.
 PAPER_JUDGE = "fireworks/accounts/fireworks/models/glm-5p3-flash"
@@ -215,6 +224,34 @@ def launch_spec(
         allocation_add=_allocation_add(flags),
         **campaign_settings(flags, environ),  # before anything is written
     )
+
+
+def manual_spec(flags: Flags, environ: Mapping[str, str], runs: Path, tag: str) -> CampaignSpec:
+    """The campaign ``mw serve-learn test`` runs the held-out tests of, by hand.
+
+    Raises:
+        ConfigError: a setting is malformed.
+    """
+    return CampaignSpec(
+        tag=tag,
+        scenario=flags.scenario,
+        dataset=dataset_for(flags.scenario, flags.dataset, runs),
+        runs=runs,
+        **campaign_settings(flags, environ),
+    )
+
+
+def describe_launch(spec: CampaignSpec, schedule: Plan) -> str:
+    """What ``--check`` prints: the cases, the method, the models and where each is reached."""
+    lines = [
+        f"{spec.scenario}: {schedule.serving_total} serving and {schedule.test_total} test "
+        f"cases; method {spec.method}, host {spec.model}"
+        + (f", learner {spec.learner_model}" if spec.method == "mwm" else "")
+    ]
+    for name, endpoint in sorted(spec.endpoints.items()):
+        key = f", key from {endpoint.api_key_env}" if endpoint.api_key_env else ""
+        lines.append(f"  {name}: {endpoint.base_url} as {endpoint.wire_model}{key}")
+    return "\n".join(lines)
 
 
 def _resumed(flags: Flags, environ: Mapping[str, str], runs: Path, tag: str) -> CampaignSpec | None:

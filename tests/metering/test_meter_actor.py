@@ -17,8 +17,8 @@ import mw_actors as mw
 import mw_actors.metering
 from mw_actors.provider import Provider, ScriptedEngine, serve_provider
 
-from ..meters.conftest import PRICES, SCRIPT
 from .._core.helpers import assert_one_terminal_per_run, exits
+from ..meters.conftest import PRICES, SCRIPT
 
 pytestmark = pytest.mark.anyio
 
