@@ -26,9 +26,9 @@ from rich.text import Text
 from mw_errors import CampaignStarting, MwError
 
 from .._core import read_journal
-from ..editing._records import CampaignStarted as EditingStarted
-from ..serve_learn._records import CampaignStarted as ServeLearnStarted
-from ..serve_learn._records import EpisodeEnded
+from ..editing.records import CampaignStarted as EditingStarted
+from ..serve_learn.records import CampaignStarted as ServeLearnStarted
+from ..serve_learn.records import EpisodeEnded
 from ._client import connect, daemon_running, subscribe
 from ._protocol import Status
 from ._status import CAMPAIGN_RECORDS, campaign_status

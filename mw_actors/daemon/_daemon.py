@@ -39,7 +39,7 @@ from .._convert import convert
 from .._core import Record, Runtime, observe_runtimes, open_journal, read_journal
 from .._reserver import BUDGET_RECORDS
 from .._tags import check_tag
-from ..editing._records import EDITING_RECORDS, TrialEnded, TrialStarted
+from ..editing.records import EDITING_RECORDS, TrialEnded, TrialStarted
 from ._client import DaemonPaths
 from ._protocol import (
     PROTOCOL_VERSION,

@@ -20,18 +20,18 @@ from mw_errors import CampaignStarting, ConfigError
 from .._core import Entry, SupervisionView, read_journal, rebuild
 from .._lock import is_locked
 from .._reserver import BUDGET_RECORDS
-from ..editing._records import EDITING_RECORDS, TrialEnded
-from ..editing._records import CampaignEnded as EditingEnded
-from ..editing._records import CampaignStarted as EditingStarted
-from ..serve_learn._records import (
+from ..editing.records import EDITING_RECORDS, TrialEnded
+from ..editing.records import CampaignEnded as EditingEnded
+from ..editing.records import CampaignStarted as EditingStarted
+from ..serve_learn.records import (
     SERVE_LEARN_RECORDS,
     AllocationRaised,
     BlockLearned,
     EpisodeEnded,
     WindowTested,
 )
-from ..serve_learn._records import CampaignEnded as ServeLearnEnded
-from ..serve_learn._records import CampaignStarted as ServeLearnStarted
+from ..serve_learn.records import CampaignEnded as ServeLearnEnded
+from ..serve_learn.records import CampaignStarted as ServeLearnStarted
 
 __all__ = ["CAMPAIGN_RECORDS", "ActorState", "CampaignStatus", "Progress", "campaign_status"]
 
