@@ -14,11 +14,9 @@ PACKAGES = [
     "mw_actors",
     "mw_actors.daemon",
     "mw_actors.editing",
-    "mw_actors.editing.records",
     "mw_actors.journal",
     "mw_actors.metering",
     "mw_actors.serve_learn",
-    "mw_actors.serve_learn.records",
     "mw_errors",
     "sandbox",
 ]

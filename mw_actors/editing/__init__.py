@@ -26,10 +26,10 @@ from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
 from ._layout import RunLayout
 from ._preflight import PreflightReport, preflight
-from ._records import EDITING_RECORDS, Receipt, TrialEnded
 from ._regrade import RegradeOutcome, regrade
 from ._render import render_html, render_markdown
 from ._report import Report, build_report, render_json
+from .records import EDITING_RECORDS, Receipt, TrialEnded
 
 __all__ = [
     "ACTIONS_SCHEMA_VERSION",

@@ -68,7 +68,7 @@ from ._grading import GradeAnswer, GradeRequest, GradeResult
 from ._layout import RunLayout
 from ._policy import run_policy
 from ._preflight import check_runtime, load_checked_policy, preflight, trial_envelope
-from ._records import (
+from .records import (
     EDITING_RECORDS,
     ArtifactHashes,
     CampaignEnded,

@@ -22,7 +22,7 @@ from mw_errors import EditFailed
 from sandbox import ExecResult, Sandbox
 
 from ._actions import Action, Finish, RunPython, Undo
-from ._records import TrialStep
+from .records import TrialStep
 
 __all__ = ["EditContext", "apply", "run_agent", "run_scripted", "sandbox_env"]
 

@@ -26,7 +26,7 @@ from .._turns import Agent, Answer, Call, Responses, Turn, object_arguments, run
 from ._actions import Action, Finish, RunPython, Undo
 from ._config import PolicyFile
 from ._editors import EditContext, apply
-from ._records import PolicyIntent
+from .records import PolicyIntent
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "run_policy"]
 

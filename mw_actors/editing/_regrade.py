@@ -22,7 +22,8 @@ from .._reserver import BUDGET_RECORDS
 from ._campaign import CampaignOptions, grade_request, retained_inputs, run_grader, write_receipt
 from ._config import BenchmarkConfig
 from ._grading import Scores
-from ._records import (
+from ._report import load_receipt, read_run
+from .records import (
     EDITING_RECORDS,
     ArtifactHashes,
     Comparison,
@@ -31,7 +32,6 @@ from ._records import (
     TrialGraded,
     TrialRegraded,
 )
-from ._report import load_receipt, read_run
 
 __all__ = ["RegradeOutcome", "compare_scores", "regrade"]
 

@@ -24,7 +24,7 @@ from .._core import Entry, read_journal
 from .._hashing import file_sha256
 from .._reserver import BUDGET_RECORDS, BudgetReserved, BudgetSettled
 from ._layout import RunLayout
-from ._records import (
+from .records import (
     EDITING_RECORDS,
     CampaignEnded,
     CampaignStarted,

@@ -22,7 +22,6 @@ from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
 from ._outputs import write_outputs
-from ._records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, EpisodeStarted
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import (
@@ -43,6 +42,7 @@ from ._settings import (
 )
 from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
 from ._synthetic import dataset_for, ensure_synthetic, is_synthetic, write_synthetic
+from .records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, EpisodeStarted
 
 __all__ = [
     "BLOCK_SIZE",

@@ -22,11 +22,11 @@ import anyio.abc
 from .._core import Actor, ActorContext, Journal
 from ._episode import serve_episode
 from ._methods import Lesson
-from ._records import (
+from ._state import Shared
+from .records import (
     BlockLearned,
     WindowTested,
 )
-from ._state import Shared
 
 __all__ = ["UNSCORED", "Learner", "Stream", "Waiter", "append_line", "digest_dir", "either"]
 

@@ -39,16 +39,16 @@ from ._checks import checked, prepare_run, probe_endpoints, read_journaled
 from ._engines import JudgeLink
 from ._methods import Mwm
 from ._outputs import stamp_run_log, write_outputs
-from ._records import (
-    AllocationRaised,
-    CampaignEnded,
-    CampaignStarted,
-)
 from ._scenario import Scenario
 from ._schedule import Plan
 from ._services import start_learner, start_upstream
 from ._spec import RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
+from .records import (
+    AllocationRaised,
+    CampaignEnded,
+    CampaignStarted,
+)
 
 __all__ = ["run_campaign"]
 

@@ -24,17 +24,17 @@ from ..provider import (
 from ._backends import split_model, wire_prices
 from ._engines import is_synthetic
 from ._methods import make_method
-from ._records import (
+from ._scenario import Scenario, read_scenario
+from ._schedule import Plan, plan
+from ._slb import importable, slb_available, slb_missing
+from ._spec import LOCAL_MODELS, RECORDS, CampaignSpec, RunDir, Submission
+from .records import (
     AllocationRaised,
     CampaignEnded,
     CampaignStarted,
     EpisodeEnded,
     EpisodeStarted,
 )
-from ._scenario import Scenario, read_scenario
-from ._schedule import Plan, plan
-from ._slb import importable, slb_available, slb_missing
-from ._spec import LOCAL_MODELS, RECORDS, CampaignSpec, RunDir, Submission
 
 __all__ = [
     "Journaled",

@@ -20,13 +20,13 @@ from mw_errors import ProviderRefused
 
 from .._core import Journal
 from ._acting import score_line
-from ._records import (
-    EpisodeEnded,
-    EpisodeStarted,
-)
 from ._scenario import Task
 from ._slb import Played
 from ._state import Shared
+from .records import (
+    EpisodeEnded,
+    EpisodeStarted,
+)
 
 __all__ = ["serve_episode"]
 

@@ -28,10 +28,10 @@ from ._engines import JudgeLink
 from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
-from ._records import CampaignStarted
 from ._services import start_upstream
 from ._spec import RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore
+from .records import CampaignStarted
 
 __all__ = ["ManualReport", "run_manual_tests"]
 

@@ -22,13 +22,13 @@ from ..provider import (
 from ._acting import MAX_TOKENS, Budget
 from ._methods import Method, make_method
 from ._protocol import episode_record
-from ._records import (
-    BlockLearned,
-    EpisodeEnded,
-)
 from ._scenario import Task, read_scenario
 from ._schedule import Plan
 from ._spec import RECORDS, CampaignSpec, RunDir
+from .records import (
+    BlockLearned,
+    EpisodeEnded,
+)
 
 __all__ = ["stamp_run_log", "write_outputs"]
 

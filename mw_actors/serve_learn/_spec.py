@@ -27,10 +27,10 @@ from ..provider import (
 )
 from ._backends import Endpoint
 from ._codex import CodexInstall
-from ._records import (
+from ._schedule import Schedule
+from .records import (
     SERVE_LEARN_RECORDS,
 )
-from ._schedule import Schedule
 
 __all__ = ["LOCAL_MODELS", "RECORDS", "CampaignSpec", "RunDir", "Submission"]
 

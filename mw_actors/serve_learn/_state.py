@@ -17,16 +17,16 @@ from .._core import ActorRef, Journal, read_journal
 from ._engines import Engine, make_engine
 from ._methods import Method, Session, make_method
 from ._protocol import episode_record
-from ._records import (
+from ._scenario import Scenario, Task
+from ._schedule import Plan
+from ._spec import RECORDS, CampaignSpec, RunDir
+from ._worldmodel import Served
+from .records import (
     BlockLearned,
     EpisodeEnded,
     EpisodeStarted,
     WindowTested,
 )
-from ._scenario import Scenario, Task
-from ._schedule import Plan
-from ._spec import RECORDS, CampaignSpec, RunDir
-from ._worldmodel import Served
 
 __all__ = ["Shared", "Versions", "end_interrupted", "ended_unknown", "restore"]
 

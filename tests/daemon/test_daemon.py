@@ -229,7 +229,7 @@ def learned(runs: Path, tag: str) -> dict[int, str]:
     from mw_actors.journal import read_journal
     from mw_actors.metering import BUDGET_RECORDS
     from mw_actors.serve_learn import SERVE_LEARN_RECORDS
-    from mw_actors.serve_learn._records import BlockLearned
+    from mw_actors.serve_learn.records import BlockLearned
 
     entries = read_journal(runs / tag / "journal", [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS])
     return {e.rec.version: e.rec.digest for e in entries if isinstance(e.rec, BlockLearned)}

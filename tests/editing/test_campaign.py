@@ -17,7 +17,7 @@ from mw_actors.editing import (
     regrade,
     run_campaign,
 )
-from mw_actors.editing._records import TrialReserved
+from mw_actors.editing.records import TrialReserved
 from mw_actors.journal import read_journal
 from mw_errors import ConfigError, SandboxUnavailable
 

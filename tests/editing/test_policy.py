@@ -25,7 +25,7 @@ from mw_actors.editing import (
     run_campaign,
 )
 from mw_actors.editing._fixture import DAMAGE
-from mw_actors.editing._records import PolicyIntent, TrialStep
+from mw_actors.editing.records import PolicyIntent, TrialStep
 from mw_actors.journal import read_journal
 from mw_actors.provider import FaultPlan, Provider, Reply, ScriptedEngine, ToolCall, serve_provider
 

@@ -94,7 +94,7 @@ def test_the_same_campaign_in_the_bwrap_sandbox(fixture_master: Path, tmp_path: 
 def test_a_sandboxed_edit_sees_only_public_inputs(fixture_config: Path, tmp_path: Path) -> None:
     from mw_actors._reserver import BUDGET_RECORDS
     from mw_actors.editing import EDITING_RECORDS
-    from mw_actors.editing._records import TrialStep
+    from mw_actors.editing.records import TrialStep
     from mw_actors.journal import read_journal
 
     from .conftest import edit_config, repin

@@ -31,8 +31,8 @@ from mw_actors.serve_learn import (
 )
 from mw_actors.serve_learn._learner import LearnerUsage
 from mw_actors.serve_learn._methods import Lesson, MwmLocal
-from mw_actors.serve_learn._records import BlockLearned, CampaignEnded, EpisodeStarted
 from mw_actors.serve_learn._worldmodel import WorldModel
+from mw_actors.serve_learn.records import BlockLearned, CampaignEnded, EpisodeStarted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 

@@ -19,7 +19,7 @@ from mw_actors.serve_learn import (
     run_campaign,
     run_manual_tests,
 )
-from mw_actors.serve_learn._records import BlockLearned, CampaignEnded
+from mw_actors.serve_learn.records import BlockLearned, CampaignEnded
 from mw_errors import ConfigError
 from tests.processes import ROOT
 
