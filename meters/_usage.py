@@ -40,6 +40,15 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int = 0
     reasoning_tokens: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        """Both counts together (a session's turns, summed)."""
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
 
 def _int(block: Any, *path: str) -> int:
     for key in path:

@@ -303,15 +303,6 @@ def error_code(response: httpx.Response) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def _add(total: meters.Usage, turn: meters.Usage) -> meters.Usage:
-    return meters.Usage(
-        input_tokens=total.input_tokens + turn.input_tokens,
-        cached_input_tokens=total.cached_input_tokens + turn.cached_input_tokens,
-        output_tokens=total.output_tokens + turn.output_tokens,
-        reasoning_tokens=total.reasoning_tokens + turn.reasoning_tokens,
-    )
-
-
 async def run_turns(
     client: httpx.AsyncClient,
     dialect: Dialect,
@@ -370,7 +361,7 @@ async def run_turns(
                 status=response.status_code,
             ) from None
         tally.turns = number
-        tally.usage = _add(tally.usage, turn.usage)
+        tally.usage += turn.usage
         history.extend(turn.items)
         answer = await agent.turn(turn)
         history.extend(dialect.result(call_id, output) for call_id, output in answer.results)

@@ -192,7 +192,7 @@ async def run_codex_session(
             },
             forward=sandbox.Forward("127.0.0.1", session.meter_port),
         )
-    usage = meters.Usage(input_tokens=0, cached_input_tokens=0, output_tokens=0)
+    usage = meters.Usage()
     turns = 0
     for line in result.stdout.splitlines():
         try:
@@ -202,11 +202,10 @@ async def run_codex_session(
         if isinstance(event, dict) and event.get("type") == "turn.completed":
             turns += 1
             counted = event.get("usage") or {}
-            usage = meters.Usage(
-                input_tokens=usage.input_tokens + int(counted.get("input_tokens", 0)),
-                cached_input_tokens=usage.cached_input_tokens
-                + int(counted.get("cached_input_tokens", 0)),
-                output_tokens=usage.output_tokens + int(counted.get("output_tokens", 0)),
+            usage += meters.Usage(
+                input_tokens=int(counted.get("input_tokens", 0)),
+                cached_input_tokens=int(counted.get("cached_input_tokens", 0)),
+                output_tokens=int(counted.get("output_tokens", 0)),
             )
     await anyio.Path(scratch / "codex.jsonl").write_text(result.stdout)
     if not result.ok or turns == 0:

@@ -196,3 +196,14 @@ def test_a_cut_stream_has_no_usage() -> None:
     for event in parser.feed(stream):
         tracker.observe(event)
     assert tracker.usage is None and parser.tail().startswith(b"data:")
+
+
+def test_usages_add_field_by_field() -> None:
+    from meters import Usage
+
+    one = Usage(input_tokens=10, cached_input_tokens=4, output_tokens=3, reasoning_tokens=1)
+    two = Usage(input_tokens=5, cached_input_tokens=0, output_tokens=7, reasoning_tokens=2)
+    assert one + two == Usage(
+        input_tokens=15, cached_input_tokens=4, output_tokens=10, reasoning_tokens=3
+    )
+    assert Usage() + one == one
