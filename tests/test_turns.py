@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -22,7 +21,8 @@ from mw_actors._turns import (
     Turn,
     run_turns,
 )
-from mw_actors.provider import FaultPlan, Provider, Reply, ScriptedEngine, ToolCall, serve_provider
+from mw_actors.provider import FaultPlan, Reply, ScriptedEngine, ToolCall
+from mw_actors.testing import local_provider
 from mw_errors import ProviderRefused
 
 pytestmark = pytest.mark.anyio
@@ -63,12 +63,8 @@ class Recorder(Agent):
 
 @asynccontextmanager
 async def provider(script: list[Reply], faults: FaultPlan | None = None) -> AsyncIterator[str]:
-    async with anyio.create_task_group() as tg:
-        port = await tg.start(
-            serve_provider, Provider(ScriptedEngine(script), faults or FaultPlan())
-        )
-        yield f"http://127.0.0.1:{port}/v1"
-        tg.cancel_scope.cancel()
+    async with local_provider(ScriptedEngine(script), faults) as served:
+        yield served.url
 
 
 @pytest.mark.parametrize("dialect", ["chat", "responses"])

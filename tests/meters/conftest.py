@@ -22,8 +22,8 @@ from mw_actors.provider import (
     Reply,
     ScriptedEngine,
     ToolCall,
-    serve_provider,
 )
+from mw_actors.testing import local_provider
 
 PRICES = json.loads(LOCAL_PRICES.read_text())
 SECRET = "sk-live-must-never-be-written-anywhere"
@@ -54,13 +54,15 @@ async def open_wire(
     provider_key: str | None = None,
     whole_as_stream: bool = True,
 ) -> AsyncIterator[Wire]:
-    provider = Provider(engine or ScriptedEngine(SCRIPT), faults, api_key=provider_key)
-    async with anyio.create_task_group() as tg:
-        provider_port = await tg.start(serve_provider, provider)
+    engine = engine or ScriptedEngine(SCRIPT)
+    async with (
+        local_provider(engine, faults, api_key=provider_key) as served,
+        anyio.create_task_group() as tg,
+    ):
         config = meters.MeterConfig(
             role="learner" if adapt_responses else "host",
             adapt_responses=adapt_responses,
-            upstream=f"http://127.0.0.1:{provider_port}/v1",
+            upstream=served.url,
             prices=meters.parse_prices(json.dumps(PRICES).encode()),
             ledger_dir=tmp_path / "ledger",
             api_key=SECRET,
@@ -73,8 +75,8 @@ async def open_wire(
             partial(meters.serve_meter, config, reserver=reserver, summary_every=0.05)
         )
         yield Wire(
-            provider,
-            f"http://127.0.0.1:{provider_port}/v1",
+            served.provider,
+            served.url,
             f"http://127.0.0.1:{meter_port}/v1",
             tmp_path / "ledger",
         )
