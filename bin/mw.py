@@ -258,7 +258,6 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
         ensure_synthetic,
         launch_spec,
         run_campaign,
-        score_file,
     )
 
     runs = _runs_dir(args.runs)
@@ -270,18 +269,14 @@ def _serve_learn_run(args: argparse.Namespace) -> int:
     if args.check:
         print(describe_launch(spec, check_campaign(spec)))
         return 0
-    run = anyio.run(run_campaign, spec)
-    score = score_file(run.results)
-    print(f"run directory: {run.root}")
-    print(run.test_log.read_text() if run.test_log.exists() else "no window was tested", end="")
-    print(f"hidden {score.hidden}, fully specified {score.fully_specified} ({score.n_test} tests)")
+    print(anyio.run(run_campaign, spec).summary())
     return 0
 
 
 def _serve_learn_test(args: argparse.Namespace) -> int:
     import anyio
 
-    from mw_actors.serve_learn import ensure_synthetic, manual_spec, run_manual_tests, score_file
+    from mw_actors.serve_learn import ensure_synthetic, manual_spec, run_manual_tests
 
     runs = _runs_dir(args.runs)
     tag = args.tag or os.environ.get("MW_TAG")
@@ -290,16 +285,7 @@ def _serve_learn_test(args: argparse.Namespace) -> int:
     _tag(tag)
     spec = manual_spec(_flags(args), os.environ, runs, tag)
     ensure_synthetic(spec.dataset, spec.scenario)
-    report = anyio.run(run_manual_tests, spec)
-    for window in report.tested:
-        print(f"window {window}: tested now")
-    for window in report.earlier:
-        print(f"window {window}: tested by an earlier manual run")
-    for window in report.skipped:
-        print(f"window {window}: its checkpoint is not learned yet, skipped")
-    score = score_file(report.run.results)
-    print(f"results: {report.run.results}")
-    print(f"hidden {score.hidden}, fully specified {score.fully_specified} ({score.n_test} tests)")
+    print(anyio.run(run_manual_tests, spec).describe())
     return 0
 
 

@@ -43,6 +43,16 @@ class ManualReport:
     skipped: list[int]  # windows whose checkpoint does not exist yet
     earlier: list[int]  # windows an earlier manual run tested
 
+    def describe(self) -> str:
+        """What ``mw serve-learn test`` prints: each window's fate, the results, the score."""
+        from ._score import score_file
+
+        lines = [f"window {w}: tested now" for w in self.tested]
+        lines += [f"window {w}: tested by an earlier manual run" for w in self.earlier]
+        lines += [f"window {w}: its checkpoint is not learned yet, skipped" for w in self.skipped]
+        lines += [f"results: {self.run.results}", score_file(self.run.results).line()]
+        return "\n".join(lines)
+
 
 async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     """Test every window whose checkpoint ``spec.tag``'s campaign has learned so far.

@@ -38,6 +38,10 @@ class SettingScore(msgspec.Struct, frozen=True):
     fully_specified: float | None
     n_test: int
 
+    def line(self) -> str:
+        """``hidden 91.7, fully specified None (24 tests)``, as the commands print it."""
+        return f"hidden {self.hidden}, fully specified {self.fully_specified} ({self.n_test} tests)"
+
 
 class Averages(msgspec.Struct, frozen=True):
     model: str

@@ -266,5 +266,12 @@ class RunDir:
         self.evidence = self.root / "task" / "evidence"
         self.results = self.root / "task" / "results" / f"{scenario}_{method}.jsonl"
 
+    def summary(self) -> str:
+        """What ``mw serve-learn run`` prints when the campaign ends: where, per window, score."""
+        from ._score import score_file
+
+        windows = self.test_log.read_text() if self.test_log.exists() else "no window was tested\n"
+        return f"run directory: {self.root}\n{windows}{score_file(self.results).line()}"
+
     def version_dir(self, digest: str) -> Path:
         return self.checkout / "versions" / digest

@@ -18,6 +18,7 @@ from mw_actors.serve_learn import (
     CampaignSpec,
     run_campaign,
     run_manual_tests,
+    score_file,
 )
 from mw_actors.serve_learn.records import BlockLearned, CampaignEnded
 from mw_errors import ConfigError
@@ -55,6 +56,12 @@ async def test_a_finished_campaign_tests_the_same_as_its_waiter(
         )
     again = await run_manual_tests(spec(dataset, tmp_path))
     assert (again.tested, again.earlier) == ([], [0, 1])  # nothing is tested twice
+    assert again.describe().splitlines()[:2] == [
+        "window 0: tested by an earlier manual run",
+        "window 1: tested by an earlier manual run",
+    ]
+    assert run.summary().startswith(f"run directory: {run.root}\nwindow 0 on v")
+    assert run.summary().endswith(score_file(run.results).line())
     assert report.run.root == run.root / "manual"  # the campaign's own files are untouched
     with pytest.raises(ConfigError, match="holds no campaign"):
         await run_manual_tests(spec(dataset, tmp_path / "elsewhere"))
