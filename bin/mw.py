@@ -425,6 +425,62 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grid_run(args: argparse.Namespace) -> int:
+    import anyio
+    import msgspec
+
+    from meters import parse_usd
+    from mw_actors.grid import LocalExecutor, load_grid, run_grid
+
+    grid = load_grid(args.grid)
+    if args.allocation is not None:
+        grid = msgspec.structs.replace(grid, allocation_usd=parse_usd(args.allocation))
+    runs = _runs_dir(args.runs or grid.runs)
+    executor = LocalExecutor(args.max_parallel or grid.max_parallel or 1)
+    outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=executor))
+    ended = sum(o.state in ("completed", "budget_blocked", "failed") for o in outcomes)
+    print(f"grid {grid.tag}: {ended} of {len(outcomes)} cells ended")
+    print(f"leaderboard: {runs / grid.tag / 'leaderboard.csv'}")
+    return 0 if ended == len(outcomes) else 1
+
+
+def _grid_status(args: argparse.Namespace) -> int:
+    from mw_actors.grid import GridPlace, grid_outcomes, grid_running, grid_status, read_grid
+
+    runs, tag = _runs_dir(args.runs), _tag(args.tag)
+    grid = read_grid(runs, tag)
+    outcomes = grid_outcomes(grid, GridPlace(runs, tag))
+    status = grid_status(tag, outcomes, grid.allocation_usd, running=grid_running(runs, tag))
+    if args.json:
+        print(json.dumps(status))
+        return 0
+    print(
+        f"grid {tag}: {status['state']}; spend ${status['spend_usd']} of "
+        f"${status['allocation_usd']}"
+    )
+    for cell in status["cells"]:
+        print(
+            f"  {cell['tag']}: {cell['state']}, {cell['served']}/{cell['serving_total']} "
+            f"served, {cell['tested']} tested, hidden {cell['hidden']}, fully specified "
+            f"{cell['fully_specified']}, ${cell['cost_usd']}"
+        )
+    return 0
+
+
+def _grid_report(args: argparse.Namespace) -> int:
+    from mw_actors import grid as grids
+
+    runs, tag = _runs_dir(args.runs), _tag(args.tag)
+    outcomes = grids.grid_outcomes(grids.read_grid(runs, tag), grids.GridPlace(runs, tag))
+    if args.html:
+        print(grids.leaderboard_html(outcomes, title=f"grid {tag}"), end="")
+    elif args.markdown:
+        print(grids.leaderboard_markdown(outcomes), end="")
+    else:
+        print(grids.leaderboard_csv(outcomes), end="")
+    return 0
+
+
 def _runs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs",
@@ -628,6 +684,30 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "--timeout", type=float, default=60, help="seconds to wait for it to listen"
             )
+
+    grid = commands.add_parser("grid", help="campaign grids: scenarios x methods x models")
+    grid_commands = grid.add_subparsers(dest="grid_command", required=True)
+    grid_run = grid_commands.add_parser("run", help="run (or resume) every cell of a grid")
+    grid_run.add_argument("grid", type=absolute_path, help="the grid file (YAML or JSON)")
+    _runs_option(grid_run)
+    grid_run.add_argument(
+        "--executor", choices=["local"], default="local", help="where cells run (default local)"
+    )
+    grid_run.add_argument("--max-parallel", type=int, help="cells at once (default 1)")
+    grid_run.add_argument("--allocation", metavar="USD", help="the grid's total, over its file's")
+    grid_run.set_defaults(func=_grid_run)
+    for name, func, text in (
+        ("status", _grid_status, "each cell's state, progress, scores and spend"),
+        ("report", _grid_report, "the leaderboard, rebuilt from the cells (CSV by default)"),
+    ):
+        command = grid_commands.add_parser(name, help=text)
+        command.add_argument("tag", help="the grid's tag")
+        _runs_option(command)
+        command.set_defaults(func=func)
+    grid_commands.choices["status"].add_argument("--json", action="store_true")
+    report_as = grid_commands.choices["report"].add_mutually_exclusive_group()
+    for form in ("csv", "markdown", "html"):
+        report_as.add_argument(f"--{form}", action="store_true", help=f"print it as {form}")
 
     status = commands.add_parser("status", help="where a campaign stands (daemon or not)")
     status.add_argument("tag", nargs="?", help="the campaign's tag (default: every campaign)")

@@ -56,7 +56,7 @@ class CampaignTree:
     runtime: Runtime
     journal: Journal
     reserver: ActorRef[Any]
-    budget: ReserverClient  # what a meter reserves through
+    budget: meters.Reserver  # what a meter reserves through
     meter_ids: list[str] = field(default_factory=list)  # the meters started, in order
 
     async def meter(
@@ -106,12 +106,15 @@ async def open_campaign_tree(
     *,
     ledger: Path | None = None,
     campaign: SupervisorSpec | None = None,
+    budget: meters.Reserver | None = None,
 ) -> AsyncIterator[CampaignTree]:
     """Open the runtime over ``journal`` with the root above; close it on the way out.
 
     ``ledger`` is the host meter's ledger file: the reserver settles what its lines
     so far record and its journal left open (a resume after ``kill -9``). ``campaign``,
-    if given, starts with the root, after the reserver.
+    if given, starts with the root, after the reserver. ``budget``, if given, is what
+    the tree's meters reserve from instead of its own reserver: a grid's one budget,
+    shared by its cells (the reserver then holds nothing).
 
     Raises:
         StartFailed: the reserver or the campaign supervisor could not start.
@@ -127,4 +130,5 @@ async def open_campaign_tree(
     async with open_runtime(journal=journal, record_types=records, root=root) as runtime:
         assert runtime.journal is not None
         reserver = await runtime.root.child("reserver")
-        yield CampaignTree(runtime, runtime.journal, reserver, ReserverClient(reserver))
+        budget = budget or ReserverClient(reserver)
+        yield CampaignTree(runtime, runtime.journal, reserver, budget)

@@ -29,6 +29,7 @@ import anyio.abc
 import msgspec
 import structlog
 
+import meters
 import sandbox
 
 from .._campaign_tree import open_campaign_tree
@@ -56,9 +57,15 @@ log = structlog.get_logger("mw.serve_learn")
 
 
 async def run_campaign(
-    spec: CampaignSpec, *, on_started: Callable[[], None] | None = None
+    spec: CampaignSpec,
+    *,
+    on_started: Callable[[], None] | None = None,
+    budget: meters.Reserver | None = None,
 ) -> RunDir:
     """Run (or resume) a campaign to its end; write the results.
+
+    ``budget``: what its meters reserve from, when a grid shares one budget among
+    its cells; else the campaign's own reserver, holding ``spec.allocation_usd``.
 
     Raises:
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
@@ -70,7 +77,7 @@ async def run_campaign(
     await probe_endpoints(spec, spec.models())
     run = await anyio.to_thread.run_sync(prepare_run, spec)
     with campaign_lock(run.root):
-        return await _run(spec, run, scenario, schedule, on_started)
+        return await _run(spec, run, scenario, schedule, on_started, budget)
 
 
 async def _run(
@@ -79,6 +86,7 @@ async def _run(
     scenario: Scenario,
     schedule: Plan,
     on_started: Callable[[], None] | None,
+    budget: meters.Reserver | None,
 ) -> RunDir:
     journaled = await anyio.to_thread.run_sync(read_journaled, run.root)
     raised = spec.allocation_add
@@ -93,7 +101,11 @@ async def _run(
         # The reserver settles what the host meter already wrote down but did not settle;
         # the meter then writes off, as `lost`, what it left in flight (docs/design/meters.md).
         async with open_campaign_tree(
-            run.journal, RECORDS, spec.allocation_usd, ledger=run.root / "ledger.jsonl"
+            run.journal,
+            RECORDS,
+            spec.allocation_usd,
+            ledger=run.root / "ledger.jsonl",
+            budget=budget,
         ) as tree:
             journal = tree.journal
             await end_interrupted(shared, journal, interrupted)  # the protocol attempts once

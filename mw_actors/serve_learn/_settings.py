@@ -54,6 +54,7 @@ class Flags(msgspec.Struct, frozen=True, kw_only=True):
     config: Path | None = None
     method: str | None = None
     model: str | None = None
+    learner_model: str | None = None  # no flag of its own: MW_EVOLVER_MODEL; a grid sets it
     judge_model: str | None = None
     train_split: int | None = None
     concurrency: int | None = None
@@ -70,6 +71,7 @@ class Flags(msgspec.Struct, frozen=True, kw_only=True):
 RESUME_FLAGS = {
     "method": "method",
     "model": "model",
+    "learner_model": "learner_model",
     "train_split": "train_split",
     "concurrency": "concurrency",
     "allocation": "allocation_usd",
@@ -155,7 +157,12 @@ def campaign_settings(flags: Flags, environ: Mapping[str, str]) -> dict[str, Any
         or config.host_model
         or "local/scripted"
     )
-    learner_model = environ.get("MW_EVOLVER_MODEL") or config.learner_model or "local/scripted"
+    learner_model = (
+        flags.learner_model
+        or environ.get("MW_EVOLVER_MODEL")
+        or config.learner_model
+        or "local/scripted"
+    )
     # A Pitch verifier's judge: the paper's scorer next to a remote host, else the local one.
     judge_model = (
         flags.judge_model

@@ -1,0 +1,58 @@
+"""Campaign grids: scenarios x methods x models, one budget, a leaderboard.
+
+A grid file names the cells (:func:`load_grid`); :func:`run_grid` runs each
+cell as an ordinary serve-and-learn campaign, through an executor, all of them
+reserving from the grid's one budget, and resumes a grid a killed driver left.
+The leaderboard and the status are rebuilt from the cells' files alone. See
+docs/design/grid.md.
+"""
+
+from ._cells import CellOutcome, read_cell
+from ._report import (
+    Leaderboard,
+    grid_status,
+    leaderboard,
+    leaderboard_csv,
+    leaderboard_html,
+    leaderboard_markdown,
+    setting_column,
+)
+from ._run import (
+    CellJob,
+    Executor,
+    GridPlace,
+    GridRun,
+    LocalExecutor,
+    grid_outcomes,
+    grid_running,
+    read_grid,
+    run_grid,
+)
+from ._spec import Cell, GridSpec, cell_tag, load_grid
+from .records import GRID_RECORDS
+
+__all__ = [
+    "GRID_RECORDS",
+    "Cell",
+    "CellJob",
+    "CellOutcome",
+    "Executor",
+    "GridPlace",
+    "GridRun",
+    "GridSpec",
+    "Leaderboard",
+    "LocalExecutor",
+    "cell_tag",
+    "grid_outcomes",
+    "grid_running",
+    "grid_status",
+    "leaderboard",
+    "leaderboard_csv",
+    "leaderboard_html",
+    "leaderboard_markdown",
+    "load_grid",
+    "read_cell",
+    "read_grid",
+    "run_grid",
+    "setting_column",
+]

@@ -1,0 +1,101 @@
+"""A cell as its run directory tells it: its state, its scores so far, its spend.
+
+Read from disk only (journals, results, ledgers), so a report or a status
+needs no provider and no driver. A cell's state:
+
+- ``pending``: no campaign journal yet;
+- ``running``: a live process holds its campaign lock;
+- ``completed``, ``budget_blocked``, ``failed``: its campaign's end record;
+- ``unknown``: a journal with no end record and nobody running it (a killed
+  driver or node). It has no score: only an ended campaign is scored.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+import meters
+
+from .._core import read_journal
+from .._lock import is_locked
+from ..serve_learn import SERVE_LEARN_RECORDS, RunDir, make_method, score_file
+from ..serve_learn.records import CampaignEnded, CampaignStarted, EpisodeEnded
+from ._spec import Cell
+
+__all__ = ["LEDGERS", "CellOutcome", "CellState", "read_cell"]
+
+CellState = Literal["pending", "running", "unknown", "completed", "budget_blocked", "failed"]
+ENDED = ("completed", "budget_blocked", "failed")
+# Every meter's ledger in a serve-and-learn run directory: host, learner, judge.
+LEDGERS = ("ledger.jsonl", "learner/ledger.jsonl", "judge/ledger.jsonl")
+
+
+class CellOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    tag: str
+    scenario: str
+    method: str
+    model: str
+    state: CellState
+    hidden: float | None
+    fully_specified: float | None
+    cost_usd: str  # host + learner + judge, from the wire ledgers
+    served: int  # serving episodes ended so far
+    tested: int  # test episodes ended so far
+    serving_total: int | None  # the cell's serving cases (None before it started)
+
+
+def cell_lines(root: Path) -> list[meters.LedgerLine]:
+    """Every ledger line the cell's meters wrote so far."""
+    lines: list[meters.LedgerLine] = []
+    for name in LEDGERS:
+        path = root / name
+        if path.is_file():
+            lines.extend(meters.read_ledger(path))
+    return lines
+
+
+def read_cell(cells: Path, cell: Cell) -> CellOutcome:
+    """``cell`` as its run directory under ``cells`` stands now."""
+    run = RunDir(cells, cell.tag, cell.scenario, make_method(cell.method).name)
+    started: CampaignStarted | None = None
+    ended: CampaignEnded | None = None
+    served = tested = 0
+    if run.journal.is_dir():
+        for entry in read_journal(run.journal, SERVE_LEARN_RECORDS):
+            rec = entry.rec
+            if isinstance(rec, EpisodeEnded):
+                served += rec.phase == "serving"
+                tested += rec.phase == "test"
+            elif isinstance(rec, CampaignStarted):
+                started = rec
+            elif isinstance(rec, CampaignEnded):
+                ended = rec
+    state: CellState
+    if not run.journal.is_dir():
+        state = "pending"
+    elif ended is not None:
+        state = ended.state
+    elif is_locked(run.root):
+        state = "running"
+    else:
+        state = "unknown"
+    scored = state in ENDED and run.results.is_file()
+    score = score_file(run.results) if scored else None
+    cost = sum((Decimal(line.cost_usd) for line in cell_lines(run.root)), Decimal(0))
+    return CellOutcome(
+        tag=cell.tag,
+        scenario=cell.scenario,
+        method=cell.method,
+        model=cell.model,
+        state=state,
+        hidden=None if score is None else score.hidden,
+        fully_specified=None if score is None else score.fully_specified,
+        cost_usd=meters.usd(cost),
+        served=served,
+        tested=tested,
+        serving_total=None if started is None else started.serving_total,
+    )

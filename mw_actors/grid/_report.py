@@ -1,0 +1,213 @@
+"""The grid's leaderboard and status, rebuilt from its cells' files (no provider call).
+
+The leaderboard has ServeLearnBench's ``leaderboard.csv`` columns: ``model``,
+``method``, one column per scenario and category (``banking_H_L1``,
+``banking_F_L1``, ...; ``<scenario>_H`` and ``<scenario>_F`` for a scenario of
+mw's own), ``avg_h``, ``avg_f`` and ``api_cost_usd``. Averages follow the
+benchmark's rule: Avg. H over the nine Hidden scores, Avg. F over the six
+Retail and Banking Fully Specified scores, blank unless all are present. A
+cell whose campaign has no end record reads ``unknown``, never a score. Cost
+is every ledger line of the row's cells: host, learner and judge.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import meters
+
+from ..serve_learn import OFFICIAL_SCENARIOS
+from ._cells import ENDED, CellOutcome
+
+__all__ = [
+    "Leaderboard",
+    "grid_status",
+    "leaderboard",
+    "leaderboard_csv",
+    "leaderboard_html",
+    "leaderboard_markdown",
+    "setting_column",
+]
+
+_OFFICIAL = re.compile(r"^(retail|banking|pitch)_l([123])$")
+
+
+def setting_column(scenario: str, category: str) -> str:
+    """The leaderboard's column for a scenario's category (``hidden``, ``fully_specified``)."""
+    letter = "H" if category == "hidden" else "F"
+    official = _OFFICIAL.match(scenario)
+    if official:
+        return f"{official.group(1)}_{letter}_L{official.group(2)}"
+    return f"{scenario}_{letter}"
+
+
+def _categories(scenario: str) -> tuple[str, ...]:
+    # Every Pitch task is Hidden: the customer's taste is never documented.
+    return ("hidden",) if scenario.startswith("pitch") else ("hidden", "fully_specified")
+
+
+class Leaderboard:
+    """The table: ``columns``, then one row (a dict of strings) per (model, method)."""
+
+    def __init__(self, columns: list[str], rows: list[dict[str, str]]) -> None:
+        self.columns, self.rows = columns, rows
+
+
+def _score(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def leaderboard(outcomes: Sequence[CellOutcome]) -> Leaderboard:
+    """The leaderboard of ``outcomes``: rows in the grid's order of models, then methods."""
+    scenarios = list(dict.fromkeys(o.scenario for o in outcomes))
+    settings = [(s, c) for s in scenarios for c in _categories(s)]
+    columns = [
+        "model",
+        "method",
+        *(setting_column(s, c) for s, c in settings),
+        "avg_h",
+        "avg_f",
+        "api_cost_usd",
+    ]
+    by_row: dict[tuple[str, str], dict[str, CellOutcome]] = {}
+    models = list(dict.fromkeys(o.model for o in outcomes))
+    for o in sorted(outcomes, key=lambda o: models.index(o.model)):  # stable: methods in order
+        by_row.setdefault((o.model, o.method), {})[o.scenario] = o
+    rows = []
+    for (model, method), cells in by_row.items():
+        row = {"model": model, "method": method}
+        for scenario, category in settings:
+            cell = cells.get(scenario)
+            value = (
+                ""
+                if cell is None
+                else "unknown"
+                if cell.state not in ENDED
+                else _score(getattr(cell, category))
+            )
+            row[setting_column(scenario, category)] = value
+        hidden = [_value(cells, s, "hidden") for s in OFFICIAL_SCENARIOS]
+        full = [_value(cells, s, "fully_specified") for s in OFFICIAL_SCENARIOS[:6]]
+        row["avg_h"] = _mean(hidden)
+        row["avg_f"] = _mean(full)
+        cost = sum((Decimal(c.cost_usd) for c in cells.values()), Decimal(0))
+        row["api_cost_usd"] = meters.usd(cost)
+        rows.append(row)
+    return Leaderboard(columns, rows)
+
+
+def _value(cells: dict[str, CellOutcome], scenario: str, category: str) -> float | None:
+    cell = cells.get(scenario)
+    if cell is None or cell.state not in ENDED:
+        return None
+    value: float | None = getattr(cell, category)
+    return value
+
+
+def _mean(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    return _score(sum(present) / len(values)) if len(present) == len(values) else ""
+
+
+def leaderboard_csv(outcomes: Sequence[CellOutcome]) -> str:
+    """The leaderboard as ``leaderboard.csv``: a header line, then a row per (model, method)."""
+    board = leaderboard(outcomes)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=board.columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(board.rows)
+    return out.getvalue()
+
+
+def leaderboard_markdown(outcomes: Sequence[CellOutcome]) -> str:
+    board = leaderboard(outcomes)
+    lines = [
+        "| " + " | ".join(board.columns) + " |",
+        "|" + "|".join("---" if c in ("model", "method") else "---:" for c in board.columns) + "|",
+    ]
+    lines += ["| " + " | ".join(row[c] or "-" for c in board.columns) + " |" for row in board.rows]
+    return "\n".join(lines) + "\n"
+
+
+def leaderboard_html(outcomes: Sequence[CellOutcome], *, title: str) -> str:
+    """A self-contained page: the table, and each cell's state, progress and spend."""
+    board = leaderboard(outcomes)
+
+    def cells(values: Sequence[str], tag: str) -> str:
+        return "".join(f"<{tag}>{html.escape(v or '-')}</{tag}>" for v in values)
+
+    head = cells(board.columns, "th")
+    body = "".join(f"<tr>{cells([r[c] for c in board.columns], 'td')}</tr>" for r in board.rows)
+    detail = "".join(
+        "<tr>"
+        + cells(
+            [
+                o.tag,
+                o.state,
+                f"{o.served}/{o.serving_total if o.serving_total is not None else '?'}",
+                str(o.tested),
+                o.cost_usd,
+            ],
+            "td",
+        )
+        + "</tr>"
+        for o in outcomes
+    )
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
+        "td:first-child,td:nth-child(2),th{text-align:left}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        "<h2>Cells</h2><table><thead><tr><th>cell</th><th>state</th><th>served</th>"
+        f"<th>tested</th><th>cost (USD)</th></tr></thead><tbody>{detail}</tbody></table>"
+        "</body></html>\n"
+    )
+
+
+def grid_status(
+    tag: str, outcomes: Sequence[CellOutcome], allocation: Decimal, *, running: bool
+) -> dict[str, Any]:
+    """``mw grid status --json``: the grid's state, each cell, the spend against the budget."""
+    states = {o.state for o in outcomes}
+    state = (
+        "running"
+        if running
+        else "completed"
+        if states <= set(ENDED)
+        else "pending"
+        if states == {"pending"}
+        else "interrupted"
+    )
+    spend = sum((Decimal(o.cost_usd) for o in outcomes), Decimal(0))
+    return {
+        "tag": tag,
+        "state": state,
+        "cells": [
+            {
+                "tag": o.tag,
+                "scenario": o.scenario,
+                "method": o.method,
+                "model": o.model,
+                "state": o.state,
+                "hidden": o.hidden,
+                "fully_specified": o.fully_specified,
+                "cost_usd": o.cost_usd,
+                "served": o.served,
+                "serving_total": o.serving_total,
+                "tested": o.tested,
+            }
+            for o in outcomes
+        ],
+        "spend_usd": meters.usd(spend),
+        "allocation_usd": meters.usd(allocation),
+    }

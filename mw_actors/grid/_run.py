@@ -1,0 +1,360 @@
+"""``mw grid run``: every cell of a grid to its end, under one budget, resumable.
+
+::
+
+    grid root (one_for_one)
+     ├─ reserver    BudgetReserver(grid allocation): the grid's one budget; every
+     │              cell's meters reserve from it (each cell under its own name)
+     └─ cells       one_for_one; each cell a temporary child, started by the
+                    executor N at a time, running one ordinary campaign
+
+The driver's journal (``<runs>/<grid>/grid-journal``) records the grid's start,
+each cell's start and end, and every reservation. Each cell is an ordinary
+serve-and-learn campaign in ``<runs>/<grid>/cells/<cell>``: its own journal,
+meters, ledgers and results, exactly what ``mw serve-learn run`` writes for it.
+
+Run again on the same grid, the driver skips the cells that ended and resumes
+the others from their journals: an episode a killed run left in flight ends
+``unknown`` there and is never run again. The budget is rebuilt from the grid's
+journal and every cell's ledgers, so a restart spends nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import msgspec
+import structlog
+
+import meters
+from mw_errors import ConfigError, MwError
+
+from .._core import (
+    Actor,
+    ActorContext,
+    ChildSpec,
+    Journal,
+    Restart,
+    SupervisorRef,
+    SupervisorSpec,
+    open_runtime,
+    read_journal,
+    supervisor,
+)
+from .._lock import LOCK_NAME, campaign_lock, is_locked
+from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
+from ..serve_learn import (
+    CampaignSpec,
+    Flags,
+    check_campaign,
+    ensure_synthetic,
+    launch_spec,
+    run_campaign,
+)
+from ._budget import CellBudget
+from ._cells import ENDED, CellOutcome, cell_lines, read_cell
+from ._spec import Cell, GridSpec
+from .records import GRID_RECORDS, CellEnded, CellStarted, GridEnded, GridStarted
+
+__all__ = [
+    "CellJob",
+    "Executor",
+    "GridPlace",
+    "GridRun",
+    "LocalExecutor",
+    "grid_outcomes",
+    "grid_running",
+    "read_grid",
+    "run_grid",
+]
+
+log = structlog.get_logger("mw.grid")
+
+RECORDS = (*GRID_RECORDS, *BUDGET_RECORDS)  # what the driver's journal holds
+
+
+class GridPlace:
+    """``<runs>/<grid>/``: the grid's own files, and its cells' run directories."""
+
+    def __init__(self, runs: Path, tag: str) -> None:
+        self.root = runs / tag
+        self.journal = self.root / "grid-journal"  # not `journal`: a grid is no campaign
+        self.spec = self.root / "grid.json"
+        self.cells = self.root / "cells"
+        self.leaderboard = self.root / "leaderboard.csv"
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """One cell to run: its campaign, and whether that resumes one begun before."""
+
+    cell: Cell
+    spec: CampaignSpec
+    resume: bool
+
+
+@dataclass
+class GridRun:
+    """What an executor runs the cells of, and with."""
+
+    grid: GridSpec
+    place: GridPlace
+    jobs: list[CellJob]
+    journal: Journal
+    budget: meters.Reserver  # the grid's one budget
+    cells: SupervisorRef  # where the local executor starts each cell
+    ended: dict[str, str] = field(default_factory=dict)  # cell tag -> how its run ended
+
+
+class Executor(Protocol):
+    """Runs a grid's cells to their ends (``local``: here; ``ray``: on a cluster)."""
+
+    name: str
+
+    async def run_cells(self, run: GridRun) -> None: ...
+
+
+class CellRun(Actor[Any]):
+    """One cell's campaign, as a child of the grid's ``cells`` supervisor."""
+
+    def __init__(self, job: CellJob, run: GridRun, done: anyio.Event) -> None:
+        self.job, self.run_, self.done = job, run, done
+
+    async def run(self, ctx: ActorContext) -> None:
+        tag = self.job.cell.tag
+        journal = self.run_.journal
+        await journal.append(CellStarted(cell=tag, resume=self.job.resume))
+        try:
+            await run_campaign(self.job.spec, budget=CellBudget(self.run_.budget, tag))
+        except MwError as exc:
+            log.warning("grid_cell_failed", cell=tag, error=exc.render())
+            await self._end("failed", exc.render())
+            return
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._end("cancelled", "the grid was stopped")
+            raise
+        outcome = await anyio.to_thread.run_sync(read_cell, self.run_.place.cells, self.job.cell)
+        await self._end(outcome.state if outcome.state in ENDED else "failed", None)
+
+    async def _end(self, state: Any, reason: str | None) -> None:
+        self.run_.ended[self.job.cell.tag] = state
+        await self.run_.journal.append(
+            CellEnded(cell=self.job.cell.tag, state=state, reason=reason)
+        )
+
+    async def terminate(self, ctx: ActorContext, reason: object, interrupted: bool) -> None:
+        self.done.set()
+
+
+class LocalExecutor:
+    """The embedded executor: cells run as supervised children here, N at a time."""
+
+    name = "local"
+
+    def __init__(self, max_parallel: int = 1) -> None:
+        if max_parallel < 1:
+            raise ConfigError(f"--max-parallel {max_parallel}", hint="run 1 or more cells at once")
+        self.max_parallel = max_parallel
+
+    async def run_cells(self, run: GridRun) -> None:
+        limiter = anyio.CapacityLimiter(self.max_parallel)
+        async with anyio.create_task_group() as tg:
+            for job in run.jobs:
+                tg.start_soon(self._cell, run, job, limiter)
+
+    async def _cell(self, run: GridRun, job: CellJob, limiter: anyio.CapacityLimiter) -> None:
+        async with limiter:
+            done = anyio.Event()
+            await run.cells.start_child(
+                ChildSpec(
+                    id=job.cell.tag,
+                    start=partial(CellRun, job, run, done),
+                    restart=Restart.TEMPORARY,
+                    shutdown=60.0,  # a campaign stops its meters and writes its end
+                )
+            )
+            await done.wait()
+
+
+def _flags(grid: GridSpec, cell: Cell) -> Flags:
+    return Flags(
+        scenario=cell.scenario,
+        method=cell.method,
+        model=cell.model,
+        learner_model=cell.learner_model,
+        # Each cell may spend up to the grid's whole allocation; the grid's one budget,
+        # which every cell reserves from, holds them all to it together.
+        allocation=meters.usd(grid.allocation_usd),
+        **grid.settings,
+    )
+
+
+def _jobs(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> list[CellJob]:
+    """The cells still to run, each with its campaign spec (every check before any write)."""
+    jobs = []
+    for cell in grid.cells:
+        outcome = read_cell(place.cells, cell)
+        if outcome.state in ENDED:
+            continue
+        if outcome.state == "running":
+            raise ConfigError(
+                f"cell {cell.tag} is running in another process",
+                hint="stop that run first, or wait for it",
+            )
+        resume = outcome.state == "unknown"
+        spec = launch_spec(_flags(grid, cell), environ, place.cells, cell.tag, resume=resume)
+        jobs.append(CellJob(cell, spec, resume))
+    return jobs
+
+
+def _started(place: GridPlace) -> GridStarted | None:
+    if not place.journal.is_dir():
+        return None
+    started = [e.rec for e in read_journal(place.journal, RECORDS)]
+    return next((r for r in started if isinstance(r, GridStarted)), None)
+
+
+def _check_cells(grid: GridSpec, environ: Mapping[str, str]) -> None:
+    """Every cell checked as ``mw serve-learn run --check`` checks it, writing nothing.
+
+    A cell's campaign is checked in a scratch runs directory, so a grid refused for
+    one bad cell leaves nothing behind.
+    """
+    with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
+        for cell in grid.cells:
+            spec = launch_spec(_flags(grid, cell), environ, Path(scratch), cell.tag)
+            ensure_synthetic(spec.dataset, spec.scenario)
+            check_campaign(spec)
+
+
+def _prepare(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> list[CellJob]:
+    """Check the grid against what its journal began, and lay out its files."""
+    began = _started(place)
+    if began is not None:
+        identity = grid.identity()
+        journaled = {
+            "cells": began.cells,
+            "settings": began.settings,
+            "allocation_usd": began.allocation_usd,
+        }
+        if identity != journaled:
+            changed = ", ".join(k for k in identity if identity[k] != journaled[k])
+            raise ConfigError(
+                f"grid {grid.tag} under {place.root.parent} began with other {changed}",
+                hint="run it with the grid file it began with, or give the new grid a new tag",
+            )
+    elif any(p.name != LOCK_NAME for p in place.root.iterdir()):
+        raise ConfigError(
+            f"{place.root} exists and holds no grid", hint="give the grid another tag, or --runs"
+        )
+    jobs = _jobs(grid, place, environ)
+    for job in jobs:
+        ensure_synthetic(job.spec.dataset, job.spec.scenario)
+    place.cells.mkdir(parents=True, exist_ok=True)
+    if not place.spec.exists():
+        data = msgspec.json.format(msgspec.json.encode(grid), indent=2) + b"\n"
+        meters.write_atomically(place.spec, data)
+    return jobs
+
+
+async def run_grid(
+    grid: GridSpec,
+    runs: Path,
+    environ: Mapping[str, str],
+    *,
+    executor: Executor,
+) -> list[CellOutcome]:
+    """Run (or resume) every cell of ``grid`` under ``runs``; each cell's outcome.
+
+    Raises:
+        ConfigError: a cell cannot run as given, the grid's journal began another grid,
+            or another driver runs it.
+    """
+    place = GridPlace(runs, grid.tag)
+    if not place.journal.is_dir():  # a new grid: nothing is written for one refused
+        await anyio.to_thread.run_sync(_check_cells, grid, environ)
+    place.root.mkdir(parents=True, exist_ok=True)
+    with campaign_lock(place.root):
+        jobs = await anyio.to_thread.run_sync(_prepare, grid, place, environ)
+        lines = await anyio.to_thread.run_sync(_all_lines, grid, place)
+        root = SupervisorSpec(
+            strategy="one_for_one",
+            intensity=3,
+            period=60,
+            children=[
+                ChildSpec(
+                    id="reserver",
+                    start=lambda: BudgetReserver(grid.allocation_usd, ledger=lines),
+                ),
+                supervisor("cells", SupervisorSpec(strategy="one_for_one", children=[])),
+            ],
+        )
+        async with open_runtime(journal=place.journal, record_types=RECORDS, root=root) as rt:
+            assert rt.journal is not None
+            if _started(place) is None:
+                await rt.journal.append(
+                    GridStarted(
+                        tag=grid.tag,
+                        cells=[c.tag for c in grid.cells],
+                        allocation_usd=str(grid.allocation_usd),
+                        settings=grid.identity()["settings"],
+                        executor=executor.name,
+                    )
+                )
+            run = GridRun(
+                grid=grid,
+                place=place,
+                jobs=jobs,
+                journal=rt.journal,
+                budget=ReserverClient(await rt.root.child("reserver")),
+                cells=await rt.root.child_supervisor("cells"),
+            )
+            await executor.run_cells(run)
+            outcomes = await anyio.to_thread.run_sync(grid_outcomes, grid, place)
+            await rt.journal.append(GridEnded(cells={o.tag: o.state for o in outcomes}))
+    await anyio.to_thread.run_sync(_write_leaderboard, place, outcomes)
+    return outcomes
+
+
+def read_grid(runs: Path, tag: str) -> GridSpec:
+    """The grid ``tag`` under ``runs``, as its first run recorded it.
+
+    Raises:
+        ConfigError: no grid of that tag there.
+    """
+    place = GridPlace(runs, tag)
+    if not place.spec.is_file():
+        raise ConfigError(
+            f"no grid {tag} under {runs}", hint="pass the grid's tag and its --runs (or $MW_RUNS)"
+        )
+    return msgspec.json.decode(place.spec.read_bytes(), type=GridSpec)
+
+
+def grid_running(runs: Path, tag: str) -> bool:
+    """Whether a driver runs the grid ``tag`` now."""
+    return is_locked(GridPlace(runs, tag).root)
+
+
+def grid_outcomes(grid: GridSpec, place: GridPlace) -> list[CellOutcome]:
+    """Every cell of ``grid``, as its run directory stands now, in the grid's order."""
+    return [read_cell(place.cells, cell) for cell in grid.cells]
+
+
+def _all_lines(grid: GridSpec, place: GridPlace) -> list[meters.LedgerLine]:
+    """Every cell's ledger lines so far: the budget settles its open reservations by them."""
+    return [line for cell in grid.cells for line in cell_lines(place.cells / cell.tag)]
+
+
+def _write_leaderboard(place: GridPlace, outcomes: Sequence[CellOutcome]) -> None:
+    from ._report import leaderboard_csv
+
+    meters.write_atomically(place.leaderboard, leaderboard_csv(outcomes).encode())
+    log.info("grid_leaderboard", path=str(place.leaderboard), cells=json.dumps(len(outcomes)))

@@ -1,0 +1,185 @@
+"""A grid file, read and checked: scenarios x methods x models, and what every cell shares.
+
+::
+
+    tag: g1                      # the grid's tag; each cell's tag is derived from it
+    scenarios: [synthetic_l1]
+    methods: [mwm-local, blind]
+    models: [local/scripted]     # host models
+    learner_models: [...]        # optional: one per host model (default: the same)
+    train_split: 48              # any launch-config field applies to every cell
+    allocation: 5                # USD, for the whole grid
+
+A cell is one ordinary serve-and-learn campaign. Its tag is
+``<grid>.<scenario>.<method>.<model>`` (the model's name with every character
+a tag cannot hold as ``-``), so the same grid file always names the same cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from meters import parse_usd
+from mw_errors import ConfigError
+
+from .._tags import check_scenario, check_tag
+
+__all__ = ["CELL_FIELDS", "Cell", "GridSpec", "cell_tag", "load_grid"]
+
+# The launch-config fields a grid may give every cell (the names of `mw serve-learn run`'s
+# flags, as serve_learn.Flags holds them).
+CELL_FIELDS = (
+    "config",
+    "train_split",
+    "concurrency",
+    "waiter",
+    "schedule",
+    "provider_latency",
+    "reasoning_effort",
+    "learner_backend",
+    "judge_model",
+)
+
+
+class _GridFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    tag: str
+    scenarios: list[str]
+    methods: list[str]
+    models: list[str]
+    allocation: str | int | float
+    learner_models: list[str] | None = None
+    runs: str | None = None  # storage every node shares (an executor's cells write there)
+    max_parallel: int | None = None
+    config: str | None = None
+    train_split: int | None = None
+    concurrency: int | None = None
+    waiter: str | None = None
+    schedule: str | None = None
+    provider_latency: str | None = None
+    reasoning_effort: str | None = None
+    learner_backend: str | None = None
+    judge_model: str | None = None
+
+
+class Cell(msgspec.Struct, frozen=True):
+    """One campaign of the grid."""
+
+    tag: str
+    scenario: str
+    method: str
+    model: str
+    learner_model: str
+
+
+class GridSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A grid, checked: its cells in a stable order, and what each campaign is given."""
+
+    tag: str
+    cells: list[Cell]
+    allocation_usd: Decimal
+    settings: dict[str, Any]  # CELL_FIELDS given, as serve_learn.Flags keywords
+    runs: Path | None = None
+    max_parallel: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """What a resume must find unchanged: the cells, the settings, the allocation."""
+        return {
+            "cells": [c.tag for c in self.cells],
+            "settings": msgspec.to_builtins(self.settings),
+            "allocation_usd": str(self.allocation_usd),
+        }
+
+
+_NOT_IN_TAG = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def cell_tag(grid: str, scenario: str, method: str, model: str, learner_model: str) -> str:
+    """The cell's tag: stable for the same grid and cell, and a valid run name."""
+    name = model if learner_model == model else f"{model}.{learner_model}"
+    tag = ".".join([grid, scenario, method, _NOT_IN_TAG.sub("-", name).strip("-.") or "model"])
+    if len(tag) > 128:  # still stable, and still distinct: a digest of the whole name
+        digest = hashlib.sha256(tag.encode()).hexdigest()[:12]
+        tag = f"{tag[:115]}.{digest}"
+    return check_tag(tag)
+
+
+def _names(value: list[str], field: str) -> list[str]:
+    if not value:
+        raise ConfigError(f"the grid's {field} list is empty", hint=f"name at least one of {field}")
+    bad = [v for v in value if not isinstance(v, str) or not v]
+    if bad or len(set(value)) != len(value):
+        raise ConfigError(
+            f"the grid's {field} must be distinct names", hint=f"fix {field}: {value!r}"
+        )
+    return value
+
+
+def _grid(raw: _GridFile, source: str, base: Path) -> GridSpec:
+    grid = check_tag(raw.tag)
+    scenarios = [check_scenario(s) for s in _names(raw.scenarios, "scenarios")]
+    methods = _names(raw.methods, "methods")
+    models = _names(raw.models, "models")
+    learners = models if raw.learner_models is None else raw.learner_models
+    if len(learners) != len(models):
+        raise ConfigError(
+            f"{source}: learner_models has {len(learners)} names for {len(models)} models",
+            hint="give one learner model per host model, in the same order, or none",
+        )
+    allocation = parse_usd(str(raw.allocation), "allocation")
+    if raw.max_parallel is not None and raw.max_parallel < 1:
+        raise ConfigError(f"{source}: max_parallel {raw.max_parallel}", hint="use 1 or more")
+    cells = [
+        Cell(cell_tag(grid, s, m, host, learner), s, m, host, learner)
+        for s in scenarios
+        for m in methods
+        for host, learner in zip(models, learners, strict=True)
+    ]
+    tags = [c.tag for c in cells]
+    if len(set(tags)) != len(tags):
+        raise ConfigError(
+            f"{source}: two models give the same cell tag", hint="name the models distinctly"
+        )
+    settings = {name: getattr(raw, name) for name in CELL_FIELDS if getattr(raw, name) is not None}
+    if "config" in settings:  # a path in the grid file is relative to the file
+        settings["config"] = base / settings["config"]
+    return GridSpec(
+        tag=grid,
+        cells=cells,
+        allocation_usd=allocation,
+        settings=settings,
+        runs=base / raw.runs if raw.runs else None,
+        max_parallel=raw.max_parallel,
+    )
+
+
+def load_grid(path: Path) -> GridSpec:
+    """The grid in ``path`` (YAML or JSON), checked.
+
+    Raises:
+        ConfigError: it cannot be read, is not a grid, or names something twice.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read grid file {path}: {exc.strerror}", hint="check the path"
+        ) from None
+    try:
+        if path.suffix == ".json":
+            raw = msgspec.json.decode(data, type=_GridFile)
+        else:
+            raw = msgspec.yaml.decode(data, type=_GridFile)
+    except msgspec.ValidationError as exc:
+        fields = ", ".join(["tag", "scenarios", "methods", "models", "allocation", *CELL_FIELDS])
+        raise ConfigError(
+            f"{path} is not a grid: {exc}", hint=f"a grid's fields: {fields}"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{path} is not YAML or JSON: {exc}", hint="fix its syntax") from None
+    return _grid(raw, str(path), path.resolve().parent)
