@@ -44,10 +44,13 @@ def _demo(args: argparse.Namespace) -> int:
 def _journal_check(args: argparse.Namespace) -> int:
     from mw_actors.daemon import CAMPAIGN_RECORDS
     from mw_actors.demo import DemoEvidence
+    from mw_actors.grid import GRID_RECORDS
     from mw_actors.journal import journal_summary
 
-    # Every record kind mw writes: the runtime's, the demo's, the budget's, both campaigns'.
-    summary = journal_summary(Path(args.path), [DemoEvidence, *CAMPAIGN_RECORDS])
+    # Every record kind mw writes: the runtime's, the demo's, the budget's, both campaigns',
+    # a grid driver's.
+    kinds = [DemoEvidence, *CAMPAIGN_RECORDS, *GRID_RECORDS]
+    summary = journal_summary(Path(args.path), kinds)
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0
 

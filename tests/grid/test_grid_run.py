@@ -1,0 +1,155 @@
+"""Grids run: each cell is an ordinary campaign, one budget holds them all, a rerun resumes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import meters
+from meters import Budget, Granted
+from mw_actors.grid import (
+    GRID_RECORDS,
+    GridPlace,
+    LocalExecutor,
+    grid_status,
+    leaderboard_csv,
+    load_grid,
+    run_grid,
+)
+from mw_actors.grid._budget import CellBudget
+from mw_actors.grid.records import CellStarted
+from mw_actors.journal import read_journal
+from mw_actors.metering import BUDGET_RECORDS
+from mw_actors.serve_learn import (
+    SERVE_LEARN_RECORDS,
+    Flags,
+    RunDir,
+    ensure_synthetic,
+    launch_spec,
+    run_campaign,
+)
+from mw_actors.serve_learn.records import EpisodeStarted
+
+pytestmark = pytest.mark.anyio
+
+ENVIRON = {"PATH": "/usr/bin:/bin"}  # no codex, no keys: what a clean machine has
+
+
+def _grid(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    return path
+
+
+def _rows(path: Path) -> dict[str, tuple[object, ...]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {
+        r["task_id"]: (r["phase"], r["reward"], r["status"], r["checkpoint"])
+        for r in rows
+        if "task_id" in r
+    }
+
+
+@pytest.mark.timeout(120)
+async def test_each_cell_is_what_serve_learn_run_writes_and_a_rerun_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    grid = load_grid(
+        _grid(
+            tmp_path,
+            "tag: g1\nscenarios: [synthetic_l1]\nmethods: [mwm-local, blind]\n"
+            "models: [local/scripted]\ntrain_split: 24\nallocation: 5\n",
+        )
+    )
+    runs = tmp_path / "runs"
+    outcomes = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
+    assert [o.state for o in outcomes] == ["completed", "completed"]
+    place = GridPlace(runs, "g1")
+    # The same cell as `mw serve-learn run` runs it, alone, elsewhere.
+    alone = tmp_path / "alone"
+    cell = grid.cells[0]
+    flags = Flags(scenario=cell.scenario, method=cell.method, train_split=24, allocation="5")
+    spec = launch_spec(flags, ENVIRON, alone, "solo")
+    ensure_synthetic(spec.dataset, spec.scenario)
+    single = await run_campaign(spec)
+    ours = RunDir(place.cells, cell.tag, cell.scenario, cell.method).results
+    assert _rows(ours) == _rows(single.results) and _rows(ours)
+    ledgers = [single.root / "ledger.jsonl", single.root / "learner" / "ledger.jsonl"]
+    lines = [x for path in ledgers if path.exists() for x in meters.read_ledger(path)]
+    assert lines and Decimal(outcomes[0].cost_usd) == sum(Decimal(x.cost_usd) for x in lines)
+    # The leaderboard is on disk, and rebuilt the same from the cells' files.
+    assert place.leaderboard.read_text() == leaderboard_csv(outcomes)
+    again = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
+    assert again == outcomes
+    starts = [
+        e.rec
+        for e in read_journal(place.journal, [*GRID_RECORDS, *BUDGET_RECORDS])
+        if isinstance(e.rec, CellStarted)
+    ]
+    assert len(starts) == 2  # the second run started no cell
+
+
+@pytest.mark.timeout(120)
+async def test_a_grid_allocation_that_fits_some_cells_blocks_the_rest(tmp_path: Path) -> None:
+    # One request in flight at a time (concurrency 1, tests after training). A request
+    # may cost up to ~$0.0264, so the blind cell (~$0.0019) fits in $0.035, and the
+    # mwm-local cell after it (~$0.0132 if it could finish) cannot: it ends budget_blocked.
+    grid = load_grid(
+        _grid(
+            tmp_path,
+            "tag: g2\nscenarios: [synthetic_l1]\nmethods: [blind, mwm-local]\n"
+            "models: [local/scripted]\ntrain_split: 24\nconcurrency: 1\n"
+            "waiter: after_training\nallocation: 0.035\n",
+        )
+    )
+    outcomes = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
+    assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
+    status = grid_status("g2", outcomes, grid.allocation_usd, running=False)
+    assert Decimal(status["spend_usd"]) <= Decimal("0.035")
+    assert Decimal(outcomes[1].cost_usd) > 0  # it ran until the budget stopped it
+    place = GridPlace(tmp_path / "runs", "g2")
+    cell = RunDir(place.cells, grid.cells[1].tag, "synthetic_l1", "mwm-local")
+    started = [
+        e.rec.task_id
+        for e in read_journal(cell.journal, SERVE_LEARN_RECORDS)
+        if isinstance(e.rec, EpisodeStarted)
+    ]
+    assert max(Counter(started).values()) == 1
+
+
+class _Reserver:
+    """meters.Budget behind the Reserver protocol, as one event loop owns it."""
+
+    def __init__(self) -> None:
+        self.budget = Budget(Decimal(1))
+
+    async def reserve(self, amount: Decimal, holder: str) -> object:
+        return self.budget.reserve(amount, holder, now=0.0)
+
+    async def settle(self, reservation_id: str, actual: Decimal) -> None:
+        self.budget.settle(reservation_id, actual)
+
+    async def release(self, reservation_id: str) -> None:
+        self.budget.release(reservation_id)
+
+    async def open_reservations(self) -> list[meters.Reservation]:
+        return self.budget.open_reservations()
+
+
+async def test_a_cell_sees_only_its_own_open_reservations() -> None:
+    shared = _Reserver()
+    a, b = CellBudget(shared, "g.a"), CellBudget(shared, "g.b")  # type: ignore[arg-type]
+    holder = meters.attempt_holder("host", "att-1", "/v1/chat/completions", "m")
+    granted = await a.reserve(Decimal("0.1"), holder)
+    assert isinstance(granted, Granted)
+    # b's host meter, starting, must not write off a's attempt in flight as lost
+    assert await b.open_reservations() == []
+    (mine,) = await a.open_reservations()
+    assert mine.holder == holder  # as a's meter gave it: lost_attempt can read it
+    assert meters.lost_attempt(mine, "host", now=1.0) is not None
+    await a.settle(granted.id, Decimal("0.05"))
+    assert shared.budget.settled == Decimal("0.05")
