@@ -49,7 +49,7 @@ def _journal_check(args: argparse.Namespace) -> int:
 
     # Every record kind mw writes: the runtime's, the demo's, the budget's, both campaigns',
     # a grid driver's.
-    kinds = [DemoEvidence, *CAMPAIGN_RECORDS, *GRID_RECORDS]
+    kinds: list[type[Any]] = [DemoEvidence, *CAMPAIGN_RECORDS, *GRID_RECORDS]
     summary = journal_summary(Path(args.path), kinds)
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0
