@@ -14,6 +14,7 @@ PACKAGES = [
     "mw_actors",
     "mw_actors.daemon",
     "mw_actors.editing",
+    "mw_actors.grid",
     "mw_actors.journal",
     "mw_actors.metering",
     "mw_actors.serve_learn",
