@@ -433,14 +433,25 @@ def _grid_run(args: argparse.Namespace) -> int:
     import msgspec
 
     from meters import parse_usd
-    from mw_actors.grid import LocalExecutor, load_grid, run_grid
+    from mw_actors.grid import LocalExecutor, RayExecutor, load_grid, run_grid
 
     grid = load_grid(args.grid)
     if args.allocation is not None:
         grid = msgspec.structs.replace(grid, allocation_usd=parse_usd(args.allocation))
     runs = _runs_dir(args.runs or grid.runs)
-    executor = LocalExecutor(args.max_parallel or grid.max_parallel or 1)
-    outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=executor))
+    parallel = args.max_parallel or grid.max_parallel or 1
+    if args.executor == "ray":
+        ray = RayExecutor(parallel, address=args.address)
+        ray.connect()  # in the main thread: Ray installs signal handlers
+        try:
+            outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=ray))
+        finally:
+            ray.close()
+    else:
+        if args.address:
+            raise ConfigError("--address names a Ray cluster", hint="add --executor ray")
+        local = LocalExecutor(parallel)
+        outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=local))
     ended = sum(o.state in ("completed", "budget_blocked", "failed") for o in outcomes)
     print(f"grid {grid.tag}: {ended} of {len(outcomes)} cells ended")
     print(f"leaderboard: {runs / grid.tag / 'leaderboard.csv'}")
@@ -694,8 +705,12 @@ def _parser() -> argparse.ArgumentParser:
     grid_run.add_argument("grid", type=absolute_path, help="the grid file (YAML or JSON)")
     _runs_option(grid_run)
     grid_run.add_argument(
-        "--executor", choices=["local"], default="local", help="where cells run (default local)"
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="where cells run: here (default), or as Ray tasks (pip install 'mw[ray]')",
     )
+    grid_run.add_argument("--address", help="ray: the cluster's address (default: a local one)")
     grid_run.add_argument("--max-parallel", type=int, help="cells at once (default 1)")
     grid_run.add_argument("--allocation", metavar="USD", help="the grid's total, over its file's")
     grid_run.set_defaults(func=_grid_run)

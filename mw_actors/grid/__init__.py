@@ -8,6 +8,7 @@ docs/design/grid.md.
 """
 
 from ._cells import CellOutcome, read_cell
+from ._ray import RayExecutor
 from ._report import (
     Leaderboard,
     grid_status,
@@ -42,6 +43,7 @@ __all__ = [
     "GridSpec",
     "Leaderboard",
     "LocalExecutor",
+    "RayExecutor",
     "cell_tag",
     "grid_outcomes",
     "grid_running",

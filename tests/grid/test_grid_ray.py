@@ -1,0 +1,181 @@
+"""The ray executor on a local Ray cluster (2 CPUs): the same grid, the same results."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mw_actors.grid import (
+    LocalExecutor,
+    RayExecutor,
+    grid_status,
+    leaderboard_csv,
+    load_grid,
+    run_grid,
+)
+from mw_actors.grid._ray import import_ray
+from mw_actors.journal import read_journal
+from mw_actors.serve_learn import SERVE_LEARN_RECORDS, RunDir
+from mw_actors.serve_learn.records import EpisodeEnded, EpisodeStarted
+from mw_errors import ConfigError
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+ENVIRON = {"PATH": "/usr/bin:/bin"}
+GRID = """\
+tag: {tag}
+scenarios: [synthetic_l1, synthetic_l2]
+methods: [mwm-local, blind]
+models: [local/scripted]
+train_split: 24
+allocation: 5
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _grid(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    return path
+
+
+def _results(cells: Path, outcomes: list) -> dict[str, list[dict[str, object]]]:  # type: ignore[type-arg]
+    found = {}
+    for o in outcomes:
+        rows = RunDir(cells, o.tag, o.scenario, o.method).results.read_text().splitlines()
+        found[o.tag] = [
+            {k: v for k, v in json.loads(r).items() if k in ("task_id", "reward", "status")}
+            for r in rows
+        ]
+    return found
+
+
+@pytest.mark.timeout(240)
+async def test_local_and_ray_give_the_same_leaderboard(tmp_path: Path, ray_cluster: None) -> None:
+    grid = load_grid(_grid(tmp_path, GRID.format(tag="g")))
+    local = await run_grid(grid, tmp_path / "local", ENVIRON, executor=LocalExecutor(2))
+    remote = await run_grid(grid, tmp_path / "ray", ENVIRON, executor=RayExecutor(2))
+    assert [o.state for o in remote] == ["completed"] * 4
+    assert leaderboard_csv(remote) == leaderboard_csv(local)
+    assert (tmp_path / "ray" / "g" / "leaderboard.csv").read_text() == leaderboard_csv(local)
+    assert _results(tmp_path / "ray" / "g" / "cells", remote) == _results(
+        tmp_path / "local" / "g" / "cells", local
+    )
+
+
+@pytest.mark.timeout(240)
+async def test_cells_on_ray_reserve_from_the_drivers_one_budget(
+    tmp_path: Path, ray_cluster: None
+) -> None:
+    # As test_grid_run's local case: the blind cell fits $0.035, the mwm-local cell cannot.
+    text = (
+        "tag: b\nscenarios: [synthetic_l1]\nmethods: [blind, mwm-local]\n"
+        "models: [local/scripted]\ntrain_split: 24\nconcurrency: 1\n"
+        "waiter: after_training\nallocation: 0.035\n"
+    )
+    grid = load_grid(_grid(tmp_path, text))
+    outcomes = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=RayExecutor(1))
+    assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
+    status = grid_status("b", outcomes, grid.allocation_usd, running=False)
+    assert Decimal(status["spend_usd"]) <= Decimal("0.035")
+
+
+def _cell_workers() -> list[int]:
+    """The pids of Ray workers running a cell now (their title is ray::_run_cell)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if command.startswith(b"ray::_run_cell"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.timeout(240)
+async def test_a_ray_worker_killed_mid_cell_is_resumed_by_the_journal_rules(
+    tmp_path: Path, ray_cluster: None
+) -> None:
+    text = (
+        "tag: k\nscenarios: [synthetic_l1]\nmethods: [mwm-local]\nmodels: [local/scripted]\n"
+        "train_split: 24\nconcurrency: 2\nprovider_latency: ttft=0.1\nallocation: 5\n"
+    )
+    grid = load_grid(_grid(tmp_path, text))
+    (cell,) = grid.cells
+    journal = tmp_path / "runs" / "k" / "cells" / cell.tag / "journal"
+    killed: list[int] = []
+
+    async def kill_mid_cell() -> None:
+        while True:
+            try:
+                ended = [e for e in read_journal(journal, SERVE_LEARN_RECORDS)
+                         if isinstance(e.rec, EpisodeEnded)]  # fmt: skip
+            except Exception:
+                ended = []
+            workers = _cell_workers()
+            if len(ended) >= 4 and workers:
+                for pid in workers:
+                    os.kill(pid, signal.SIGKILL)
+                killed.extend(workers)
+                return
+            await anyio.sleep(0.05)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_mid_cell)
+        (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=RayExecutor(1))
+        tg.cancel_scope.cancel()
+    assert killed, "no cell worker was found to kill"
+    assert outcome.state == "completed"
+    records = [e.rec for e in read_journal(journal, SERVE_LEARN_RECORDS)]
+    started = Counter(r.task_id for r in records if isinstance(r, EpisodeStarted))
+    assert max(started.values()) == 1  # the retried task resumed: no episode ran twice
+    unknown = [r for r in records if isinstance(r, EpisodeEnded) and r.status == "unknown"]
+    print(f"killed {killed}; {len(unknown)} episodes in flight ended unknown")
+
+
+def test_without_ray_the_ray_executor_refuses_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(ConfigError, match="needs Ray, and it is not installed") as refused:
+        import_ray()
+    assert "pip install 'mw[ray]'" in refused.value.render()
+    assert "\n" not in refused.value.render()
+    with pytest.raises(ConfigError, match="needs Ray"):
+        RayExecutor(1)
+
+
+@pytest.mark.timeout(240)
+def test_mw_grid_run_with_the_ray_executor(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from tests.processes import mw
+
+    (tmp_path / "grid.yaml").write_text(GRID.format(tag="c").replace("synthetic_l1, ", ""))
+    runs = str(tmp_path / "runs")
+    done = mw("grid", "run", str(tmp_path / "grid.yaml"), "--runs", runs, "--executor", "ray",
+              "--max-parallel", "2", timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "2 of 2 cells ended" in done.stdout
+    journal = (tmp_path / "runs" / "c" / "grid-journal").glob("*.jsonl")
+    started = [json.loads(line) for path in journal for line in path.read_text().splitlines()]
+    assert any(e["rec"].get("executor") == "ray" for e in started if "rec" in e)
+    wrong = mw("grid", "run", str(tmp_path / "grid.yaml"), "--runs", runs, "--address", "x")
+    assert wrong.returncode == 2 and "--address names a Ray cluster" in wrong.stderr
