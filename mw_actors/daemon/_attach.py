@@ -27,6 +27,7 @@ from mw_errors import CampaignStarting, MwError
 
 from .._core import read_journal
 from ..editing.records import CampaignStarted as EditingStarted
+from ..grid import GridPlace, attach_grid
 from ..serve_learn.records import CampaignStarted as ServeLearnStarted
 from ..serve_learn.records import EpisodeEnded
 from ._client import connect, daemon_running, subscribe
@@ -150,9 +151,12 @@ async def attach_campaign(
 ) -> str:
     """:func:`attach` to campaign ``tag``, with the daemon's events and depths when one runs.
 
-    Without a daemon (or with ``once``) the view is the journal's alone.
+    Without a daemon (or with ``once``) the view is the journal's alone. A grid's tag
+    shows the grid: its cells as a table, and its spend against its allocation.
     """
     run_dir = runs / tag
+    if GridPlace(runs, tag).spec.is_file():
+        return await attach_grid(runs, tag, once=once, until_done=until_done)
     if once or not daemon_running(runs):
         return await attach(run_dir, once=once, until_done=until_done)
     async with subscribe(runs) as events, connect(runs) as control:

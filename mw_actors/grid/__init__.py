@@ -30,6 +30,7 @@ from ._run import (
     run_grid,
 )
 from ._spec import Cell, GridSpec, cell_tag, load_grid
+from ._view import attach_grid, grid_frame, render_grid
 from .records import GRID_RECORDS
 
 __all__ = [
@@ -44,7 +45,9 @@ __all__ = [
     "Leaderboard",
     "LocalExecutor",
     "RayExecutor",
+    "attach_grid",
     "cell_tag",
+    "grid_frame",
     "grid_outcomes",
     "grid_running",
     "grid_status",
@@ -55,6 +58,7 @@ __all__ = [
     "load_grid",
     "read_cell",
     "read_grid",
+    "render_grid",
     "run_grid",
     "setting_column",
 ]

@@ -44,8 +44,16 @@ class CellOutcome(msgspec.Struct, frozen=True, kw_only=True):
     fully_specified: float | None
     cost_usd: str  # host + learner + judge, from the wire ledgers
     served: int  # serving episodes ended so far
+    # 100 x the mean reward of the test episodes ended so far, by category: progress
+    # while a cell runs, never its score (which exists only once the campaign ended)
+    hidden_so_far: float | None
+    fully_specified_so_far: float | None
     tested: int  # test episodes ended so far
     serving_total: int | None  # the cell's serving cases (None before it started)
+
+
+def _mean(values: list[float]) -> float | None:
+    return 100 * sum(values) / len(values) if values else None
 
 
 def cell_lines(root: Path) -> list[meters.LedgerLine]:
@@ -64,12 +72,15 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
     started: CampaignStarted | None = None
     ended: CampaignEnded | None = None
     served = tested = 0
+    rewards: dict[str, list[float]] = {"hidden": [], "fully_specified": []}
     if run.journal.is_dir():
         for entry in read_journal(run.journal, SERVE_LEARN_RECORDS):
             rec = entry.rec
             if isinstance(rec, EpisodeEnded):
                 served += rec.phase == "serving"
                 tested += rec.phase == "test"
+                if rec.phase == "test" and rec.category in rewards:
+                    rewards[rec.category].append(rec.reward)
             elif isinstance(rec, CampaignStarted):
                 started = rec
             elif isinstance(rec, CampaignEnded):
@@ -96,6 +107,8 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
         fully_specified=None if score is None else score.fully_specified,
         cost_usd=meters.usd(cost),
         served=served,
+        hidden_so_far=_mean(rewards["hidden"]),
+        fully_specified_so_far=_mean(rewards["fully_specified"]),
         tested=tested,
         serving_total=None if started is None else started.serving_total,
     )

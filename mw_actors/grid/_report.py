@@ -202,6 +202,8 @@ def grid_status(
                 "hidden": o.hidden,
                 "fully_specified": o.fully_specified,
                 "cost_usd": o.cost_usd,
+                "hidden_so_far": o.hidden_so_far,
+                "fully_specified_so_far": o.fully_specified_so_far,
                 "served": o.served,
                 "serving_total": o.serving_total,
                 "tested": o.tested,

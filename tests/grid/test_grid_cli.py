@@ -54,6 +54,10 @@ def test_the_contracts_commands(tmp_path: Path) -> None:
         assert cell["state"] == "completed"
     spent = sum(Decimal(c["cost_usd"]) for c in status["cells"])
     assert Decimal(status["spend_usd"]) == spent > 0
+    view = mw("attach", "g1", "--runs", runs, "--once")  # a grid's tag shows the grid
+    assert view.returncode == 0, view.stderr
+    assert "grid g1  (completed)" in view.stdout and "spend $" in view.stdout
+    assert view.stdout.count("completed") >= 3  # the grid and both cells
     page = mw("grid", "report", "g1", "--runs", runs, "--html")
     assert page.stdout.startswith("<!doctype html>") and "synthetic_l1_H" in page.stdout
     # The cells are ordinary campaigns: `mw status` reads them from their run directories.

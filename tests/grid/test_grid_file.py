@@ -127,6 +127,8 @@ def _outcome(scenario: str, hidden: float | None, full: float | None, **kw: obje
         "fully_specified": full,
         "cost_usd": "1.25",
         "served": 0,
+        "hidden_so_far": None,
+        "fully_specified_so_far": None,
         "tested": 0,
         "serving_total": 0,
     }

@@ -1,0 +1,102 @@
+"""A grid as ``mw attach GRID_TAG`` shows it: a table of cells, and the grid's spend.
+
+Each cell's state, its serving progress, its tests, its score (once it ended;
+the mean so far, marked ``~``, while it runs) and its spend; under it, the
+grid's spend against its allocation. Read from the files alone, like status.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from ._report import grid_status
+from ._run import GridPlace, grid_outcomes, grid_running, read_grid
+
+__all__ = ["attach_grid", "grid_frame", "render_grid"]
+
+
+def _score(final: float | None, so_far: float | None) -> str:
+    if final is not None:
+        return f"{final:.1f}"
+    return "-" if so_far is None else f"~{so_far:.1f}"
+
+
+def render_grid(status: dict[str, Any]) -> Group:
+    """One frame of the view, from :func:`grid_status`'s dict."""
+    title = Text(f"grid {status['tag']}  ({status['state']})", style="bold")
+    cells = Table(show_header=True, box=None)
+    for column, justify in (
+        ("cell", "left"),
+        ("state", "left"),
+        ("served", "left"),
+        ("tested", "right"),
+        ("hidden", "right"),
+        ("full", "right"),
+        ("USD", "right"),
+    ):
+        cells.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for c in status["cells"]:
+        total = c["serving_total"] or 0
+        served = Table.grid(padding=(0, 1))
+        served.add_row(
+            ProgressBar(total=max(total, 1), completed=c["served"], width=20),
+            f"{c['served']}/{total or '?'}",
+        )
+        cells.add_row(
+            c["tag"],
+            c["state"],
+            served,
+            str(c["tested"]),
+            _score(c["hidden"], c["hidden_so_far"]),
+            _score(c["fully_specified"], c["fully_specified_so_far"]),
+            c["cost_usd"],
+        )
+    allocation = Decimal(status["allocation_usd"])
+    spent = Decimal(status["spend_usd"])
+    share = f" ({100 * spent / allocation:.1f}%)" if allocation else ""
+    spend = Text(f"spend ${status['spend_usd']} of ${status['allocation_usd']}{share}")
+    return Group(title, cells, spend)
+
+
+def grid_frame(runs: Path, tag: str) -> tuple[Group, str]:
+    """The grid's frame now, and its state.
+
+    Raises:
+        ConfigError: no grid ``tag`` under ``runs``.
+    """
+    grid = read_grid(runs, tag)
+    outcomes = grid_outcomes(grid, GridPlace(runs, tag))
+    status = grid_status(tag, outcomes, grid.allocation_usd, running=grid_running(runs, tag))
+    return render_grid(status), status["state"]
+
+
+async def attach_grid(
+    runs: Path,
+    tag: str,
+    *,
+    console: Console | None = None,
+    once: bool = False,
+    until_done: bool = False,
+    refresh: float = 1.0,
+) -> str:
+    """Show the grid until detached (or once, or until no driver runs it); its state."""
+    console = console or Console()
+    frame, state = await anyio.to_thread.run_sync(grid_frame, runs, tag)
+    if once:
+        console.print(frame)
+        return state
+    with Live(frame, console=console, refresh_per_second=2) as live:
+        while not (until_done and state != "running"):
+            await anyio.sleep(refresh)
+            frame, state = await anyio.to_thread.run_sync(grid_frame, runs, tag)
+            live.update(frame)
+    return state
