@@ -11,6 +11,7 @@ from ._cells import CellOutcome, read_cell
 from ._ray import RayExecutor
 from ._report import (
     Leaderboard,
+    curve_svg,
     grid_status,
     leaderboard,
     leaderboard_csv,
@@ -47,6 +48,7 @@ __all__ = [
     "RayExecutor",
     "attach_grid",
     "cell_tag",
+    "curve_svg",
     "grid_frame",
     "grid_outcomes",
     "grid_running",

@@ -175,7 +175,9 @@ class RayExecutor:
                 "Ray is not connected", hint="call RayExecutor.connect() (or ray.init) first"
             )
         relay_class = self.ray.remote(BudgetRelay)
-        relay = relay_class.options(max_concurrency=1000).remote()
+        # Named, so a cell (or an operator) can find the grid's budget on the cluster by it.
+        name = f"mw-grid-budget.{run.grid.tag}"
+        relay = relay_class.options(name=name, namespace="mw", max_concurrency=1000).remote()
         cell_task = self.ray.remote(max_retries=self.max_retries, num_cpus=1)(_run_cell)
         limiter = anyio.CapacityLimiter(self.max_parallel)
         async with anyio.create_task_group() as pump:

@@ -60,6 +60,8 @@ def test_the_contracts_commands(tmp_path: Path) -> None:
     assert view.stdout.count("completed") >= 3  # the grid and both cells
     page = mw("grid", "report", "g1", "--runs", runs, "--html")
     assert page.stdout.startswith("<!doctype html>") and "synthetic_l1_H" in page.stdout
+    assert page.stdout.count("<svg") == 2  # a learning curve per cell
+    assert status["cells"][0]["windows"][0]["window"] == 0
     # The cells are ordinary campaigns: `mw status` reads them from their run directories.
     cells = str(tmp_path / "runs" / "g1" / "cells")
     listed = mw("status", "--runs", cells, "--json")

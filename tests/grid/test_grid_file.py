@@ -181,3 +181,22 @@ def test_the_averages_match_the_benchmarks_own_summary(tmp_path: Path) -> None:
     assert row["avg_f"] == f"{theirs['avg_f']:.1f}"
     for scenario in OFFICIAL_SCENARIOS:
         assert row[setting_column(scenario, "hidden")] == f"{theirs[scenario]['hidden']:.1f}"
+
+
+def test_a_cells_learning_curve_is_drawn_from_its_windows() -> None:
+    from mw_actors.grid import curve_svg
+    from mw_actors.grid._cells import WindowScore
+
+    windows = [WindowScore(0, 25.0, 100.0, 12), WindowScore(1, 75.0, None, 6)]
+    svg = curve_svg(_outcome("retail_l1", None, None, windows=windows))
+    assert svg.startswith("<svg") and svg.count("<circle") == 3  # a point per score
+    assert "window 1: Hidden 75.0 (6 tests)" in svg
+    assert "no window tested yet" in curve_svg(_outcome("retail_l1", None, None))
+    page = leaderboard_html_of([_outcome("retail_l1", 50.0, 100.0, windows=windows)])
+    assert page.count("<svg") == 1 and "Learning curves" in page
+
+
+def leaderboard_html_of(outcomes: list[CellOutcome]) -> str:
+    from mw_actors.grid import leaderboard_html
+
+    return leaderboard_html(outcomes, title="t <&>")
