@@ -30,6 +30,7 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/editing.py
 	$(BIN)/python bench/serve_learn.py --split 144
 	$(BIN)/python bench/daemon.py
+	$(BIN)/python bench/grid.py
 	$(BIN)/python bench/attacks.py
 
 clean:
