@@ -141,6 +141,9 @@ class CellRun(Actor[Any]):
             with anyio.CancelScope(shield=True):
                 await self._end("cancelled", "the grid was stopped")
             raise
+        except Exception as exc:  # a bug: still the cell's one end record, then crash
+            await self._end("failed", f"internal error: {type(exc).__name__}: {exc}")
+            raise
         outcome = await anyio.to_thread.run_sync(read_cell, self.run_.place.cells, self.job.cell)
         await self._end(outcome.state if outcome.state in ENDED else "failed", None)
 

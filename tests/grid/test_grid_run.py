@@ -153,3 +153,33 @@ async def test_a_cell_sees_only_its_own_open_reservations() -> None:
     assert meters.lost_attempt(mine, "host", now=1.0) is not None
     await a.settle(granted.id, Decimal("0.05"))
     assert shared.budget.settled == Decimal("0.05")
+
+
+async def test_a_cell_that_crashes_still_gets_its_end_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mw_actors.grid import _run
+    from mw_actors.grid.records import CellEnded
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(_run, "run_campaign", broken)
+    grid = load_grid(
+        _grid(
+            tmp_path,
+            "tag: g3\nscenarios: [synthetic_l1]\nmethods: [blind]\nmodels: [local/scripted]\n"
+            "train_split: 24\nallocation: 1\n",
+        )
+    )
+    (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
+    assert outcome.state == "pending"  # its campaign never began: no score, no end
+    place = GridPlace(tmp_path / "runs", "g3")
+    ends = [
+        e.rec
+        for e in read_journal(place.journal, [*GRID_RECORDS, *BUDGET_RECORDS])
+        if isinstance(e.rec, CellEnded)
+    ]
+    assert [(e.state, e.reason) for e in ends] == [
+        ("failed", "internal error: RuntimeError: a bug")
+    ]
