@@ -90,3 +90,16 @@ def stop_server(process: subprocess.Popen[str]) -> None:
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=20)  # also closes the pipes
     assert process.returncode == 0, stderr
+
+
+def episodes_ended(journal: Path) -> int:
+    """How many episodes a campaign journal, perhaps being written now, has ended so far."""
+    from mw_actors.journal import read_journal
+    from mw_actors.serve_learn import SERVE_LEARN_RECORDS
+    from mw_actors.serve_learn.records import EpisodeEnded
+
+    try:
+        entries = read_journal(journal, SERVE_LEARN_RECORDS)
+    except Exception:  # not there yet, or a line half written
+        return 0
+    return sum(isinstance(e.rec, EpisodeEnded) for e in entries)

@@ -17,7 +17,7 @@ import pytest
 from mw_actors.journal import read_journal
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS
 from mw_actors.serve_learn.records import EpisodeEnded, EpisodeStarted
-from tests.processes import ROOT, mw
+from tests.processes import ROOT, episodes_ended, mw
 
 GRID = """\
 tag: g1
@@ -95,12 +95,7 @@ def test_a_driver_killed_with_kill_9_resumes_and_loses_nothing(tmp_path: Path) -
     deadline = time.monotonic() + 120
     while True:  # kill it mid-cell, some episodes ended and some in flight
         assert time.monotonic() < deadline and driver.poll() is None
-        try:
-            ended = [e for e in read_journal(journal, SERVE_LEARN_RECORDS)
-                     if isinstance(e.rec, EpisodeEnded)]  # fmt: skip
-        except Exception:
-            ended = []
-        if len(ended) >= 4:
+        if episodes_ended(journal) >= 4:
             break
         time.sleep(0.05)
     os.killpg(driver.pid, signal.SIGKILL)

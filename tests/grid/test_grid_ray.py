@@ -27,6 +27,7 @@ from mw_actors.journal import read_journal
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS, RunDir
 from mw_actors.serve_learn.records import EpisodeEnded, EpisodeStarted
 from mw_errors import ConfigError
+from tests.processes import episodes_ended
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 ENVIRON = {"PATH": "/usr/bin:/bin"}
@@ -125,13 +126,8 @@ async def test_a_ray_worker_killed_mid_cell_is_resumed_by_the_journal_rules(
 
     async def kill_mid_cell() -> None:
         while True:
-            try:
-                ended = [e for e in read_journal(journal, SERVE_LEARN_RECORDS)
-                         if isinstance(e.rec, EpisodeEnded)]  # fmt: skip
-            except Exception:
-                ended = []
             workers = _cell_workers()
-            if len(ended) >= 4 and workers:
+            if episodes_ended(journal) >= 4 and workers:
                 for pid in workers:
                     os.kill(pid, signal.SIGKILL)
                 killed.extend(workers)

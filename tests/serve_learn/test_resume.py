@@ -18,7 +18,7 @@ import pytest
 from mw_actors.daemon import CAMPAIGN_RECORDS as RECORDS
 from mw_actors.journal import open_journal, read_journal
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
-from tests.processes import mw
+from tests.processes import episodes_ended, mw
 
 from ..scenarios.resume_cases import RESUMES, STARTED, Resume
 
@@ -150,12 +150,7 @@ def test_episodes_waiting_for_a_slot_are_not_started_so_a_kill_leaves_few_unknow
     deadline = time.monotonic() + 60
     while True:  # kill mid-block, a whole block queued behind one slot
         assert time.monotonic() < deadline and process.poll() is None
-        try:
-            ended = [e.rec for e in read_journal(journal, RECORDS)
-                     if isinstance(e.rec, EpisodeEnded)]  # fmt: skip
-        except Exception:
-            ended = []
-        if len(ended) >= 3:
+        if episodes_ended(journal) >= 3:
             break
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
