@@ -433,7 +433,14 @@ def _grid_run(args: argparse.Namespace) -> int:
     import msgspec
 
     from meters import parse_usd
-    from mw_actors.grid import LocalExecutor, RayExecutor, load_grid, run_grid
+    from mw_actors.grid import (
+        GridPlace,
+        LocalExecutor,
+        RayExecutor,
+        describe_run,
+        load_grid,
+        run_grid,
+    )
 
     grid = load_grid(args.grid)
     if args.allocation is not None:
@@ -452,42 +459,25 @@ def _grid_run(args: argparse.Namespace) -> int:
             raise ConfigError("--address names a Ray cluster", hint="add --executor ray")
         local = LocalExecutor(parallel)
         outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=local))
-    ended = sum(o.state in ("completed", "budget_blocked", "failed") for o in outcomes)
-    print(f"grid {grid.tag}: {ended} of {len(outcomes)} cells ended")
-    print(f"leaderboard: {runs / grid.tag / 'leaderboard.csv'}")
-    return 0 if ended == len(outcomes) else 1
+    text, all_ended = describe_run(outcomes, GridPlace(runs, grid.tag).leaderboard)
+    print(text)
+    return 0 if all_ended else 1
 
 
 def _grid_status(args: argparse.Namespace) -> int:
-    from mw_actors.grid import GridPlace, grid_outcomes, grid_running, grid_status, read_grid
+    from mw_actors.grid import describe_status, grid_status_now
 
-    runs, tag = _runs_dir(args.runs), _tag(args.tag)
-    grid = read_grid(runs, tag)
-    outcomes = grid_outcomes(grid, GridPlace(runs, tag))
-    status = grid_status(tag, outcomes, grid.allocation_usd, running=grid_running(runs, tag))
-    if args.json:
-        print(json.dumps(status))
-        return 0
-    print(
-        f"grid {tag}: {status['state']}; spend ${status['spend_usd']} of "
-        f"${status['allocation_usd']}"
-    )
-    for cell in status["cells"]:
-        print(
-            f"  {cell['tag']}: {cell['state']}, {cell['served']}/{cell['serving_total']} "
-            f"served, {cell['tested']} tested, hidden {cell['hidden']}, fully specified "
-            f"{cell['fully_specified']}, ${cell['cost_usd']}"
-        )
+    status = grid_status_now(_runs_dir(args.runs), _tag(args.tag))
+    print(json.dumps(status) if args.json else describe_status(status))
     return 0
 
 
 def _grid_report(args: argparse.Namespace) -> int:
     from mw_actors import grid as grids
 
-    runs, tag = _runs_dir(args.runs), _tag(args.tag)
-    outcomes = grids.grid_outcomes(grids.read_grid(runs, tag), grids.GridPlace(runs, tag))
+    outcomes = grids.grid_outcomes_now(_runs_dir(args.runs), _tag(args.tag))
     if args.html:
-        print(grids.leaderboard_html(outcomes, title=f"grid {tag}"), end="")
+        print(grids.leaderboard_html(outcomes, title=f"grid {args.tag}"), end="")
     elif args.markdown:
         print(grids.leaderboard_markdown(outcomes), end="")
     else:

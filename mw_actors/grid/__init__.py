@@ -12,6 +12,8 @@ from ._ray import RayExecutor
 from ._report import (
     Leaderboard,
     curve_svg,
+    describe_run,
+    describe_status,
     grid_status,
     leaderboard,
     leaderboard_csv,
@@ -31,7 +33,7 @@ from ._run import (
     run_grid,
 )
 from ._spec import Cell, GridSpec, cell_tag, load_grid
-from ._view import attach_grid, grid_frame, render_grid
+from ._view import attach_grid, grid_frame, grid_outcomes_now, grid_status_now, render_grid
 from .records import GRID_RECORDS
 
 __all__ = [
@@ -49,10 +51,14 @@ __all__ = [
     "attach_grid",
     "cell_tag",
     "curve_svg",
+    "describe_run",
+    "describe_status",
     "grid_frame",
     "grid_outcomes",
+    "grid_outcomes_now",
     "grid_running",
     "grid_status",
+    "grid_status_now",
     "leaderboard",
     "leaderboard_csv",
     "leaderboard_html",

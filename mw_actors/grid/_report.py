@@ -30,6 +30,8 @@ from ._cells import ENDED, CellOutcome
 __all__ = [
     "Leaderboard",
     "curve_svg",
+    "describe_run",
+    "describe_status",
     "grid_status",
     "leaderboard",
     "leaderboard_csv",
@@ -281,3 +283,25 @@ def grid_status(
         "spend_usd": meters.usd(spend),
         "allocation_usd": meters.usd(allocation),
     }
+
+
+def describe_status(status: dict[str, Any]) -> str:
+    """``mw grid status``'s lines: the grid's state and spend, then one line per cell."""
+    lines = [
+        f"grid {status['tag']}: {status['state']}; spend ${status['spend_usd']} of "
+        f"${status['allocation_usd']}"
+    ]
+    for cell in status["cells"]:
+        lines.append(
+            f"  {cell['tag']}: {cell['state']}, {cell['served']}/{cell['serving_total']} "
+            f"served, {cell['tested']} tested, hidden {cell['hidden']}, fully specified "
+            f"{cell['fully_specified']}, ${cell['cost_usd']}"
+        )
+    return "\n".join(lines)
+
+
+def describe_run(outcomes: Sequence[CellOutcome], leaderboard_path: Any) -> tuple[str, bool]:
+    """What ``mw grid run`` prints at its end, and whether every cell ended."""
+    ended = sum(o.state in ENDED for o in outcomes)
+    text = f"grid: {ended} of {len(outcomes)} cells ended\nleaderboard: {leaderboard_path}"
+    return text, ended == len(outcomes)

@@ -18,10 +18,17 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from ._cells import CellOutcome
 from ._report import grid_status
 from ._run import GridPlace, grid_outcomes, grid_running, read_grid
 
-__all__ = ["attach_grid", "grid_frame", "render_grid"]
+__all__ = [
+    "attach_grid",
+    "grid_frame",
+    "grid_outcomes_now",
+    "grid_status_now",
+    "render_grid",
+]
 
 
 def _score(final: float | None, so_far: float | None) -> str:
@@ -67,15 +74,33 @@ def render_grid(status: dict[str, Any]) -> Group:
     return Group(title, cells, spend)
 
 
-def grid_frame(runs: Path, tag: str) -> tuple[Group, str]:
-    """The grid's frame now, and its state.
+def grid_outcomes_now(runs: Path, tag: str) -> list[CellOutcome]:
+    """Every cell of the grid ``tag`` under ``runs``, as its files stand now.
+
+    Raises:
+        ConfigError: no grid ``tag`` under ``runs``.
+    """
+    return grid_outcomes(read_grid(runs, tag), GridPlace(runs, tag))
+
+
+def grid_status_now(runs: Path, tag: str) -> dict[str, Any]:
+    """:func:`grid_status` of the grid ``tag`` under ``runs``, now.
 
     Raises:
         ConfigError: no grid ``tag`` under ``runs``.
     """
     grid = read_grid(runs, tag)
     outcomes = grid_outcomes(grid, GridPlace(runs, tag))
-    status = grid_status(tag, outcomes, grid.allocation_usd, running=grid_running(runs, tag))
+    return grid_status(tag, outcomes, grid.allocation_usd, running=grid_running(runs, tag))
+
+
+def grid_frame(runs: Path, tag: str) -> tuple[Group, str]:
+    """The grid's frame now, and its state.
+
+    Raises:
+        ConfigError: no grid ``tag`` under ``runs``.
+    """
+    status = grid_status_now(runs, tag)
     return render_grid(status), status["state"]
 
 
