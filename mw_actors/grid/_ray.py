@@ -129,9 +129,9 @@ class RelayBudget:
 def _run_cell(spec: CampaignSpec, cell: Cell, relay: Any) -> str:
     """One cell's campaign, in a Ray worker; the state it ended in.
 
-    A retry after a dead worker finds the cell's journal and resumes it.
+    A retry after a dead worker finds the cell's run directory and resumes it.
     """
-    if (spec.runs / spec.tag / "journal").is_dir():
+    if (spec.runs / spec.tag).exists():
         spec = dataclasses.replace(spec, resume=True)
     budget = CellBudget(RelayBudget(relay), cell.tag)
     anyio.run(partial(run_campaign, spec, budget=budget))

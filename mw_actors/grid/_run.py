@@ -212,7 +212,9 @@ def _jobs(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> list[
                 f"cell {cell.tag} is running in another process",
                 hint="stop that run first, or wait for it",
             )
-        resume = outcome.state == "unknown"
+        # Resumed whenever its run directory exists: a driver killed as the campaign laid
+        # it out, before its journal began, leaves the directory without a journal.
+        resume = (place.cells / cell.tag).exists()
         spec = launch_spec(_flags(grid, cell), environ, place.cells, cell.tag, resume=resume)
         jobs.append(CellJob(cell, spec, resume))
     return jobs

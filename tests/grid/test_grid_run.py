@@ -183,3 +183,25 @@ async def test_a_cell_that_crashes_still_gets_its_end_record(
     assert [(e.state, e.reason) for e in ends] == [
         ("failed", "internal error: RuntimeError: a bug")
     ]
+
+
+async def test_a_cell_killed_before_its_journal_began_is_resumed(tmp_path: Path) -> None:
+    grid = load_grid(
+        _grid(
+            tmp_path,
+            "tag: g4\nscenarios: [synthetic_l1]\nmethods: [blind]\nmodels: [local/scripted]\n"
+            "train_split: 24\nallocation: 1\n",
+        )
+    )
+
+    class Killed:  # a driver that began the grid and died before any cell's journal
+        name = "local"
+
+        async def run_cells(self, run: object) -> None:
+            return None
+
+    await run_grid(grid, tmp_path / "runs", ENVIRON, executor=Killed())
+    place = GridPlace(tmp_path / "runs", "g4")
+    (place.cells / grid.cells[0].tag).mkdir(parents=True)  # laid out, no journal yet
+    (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
+    assert outcome.state == "completed"
