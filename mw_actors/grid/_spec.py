@@ -11,8 +11,9 @@
     allocation: 5                # USD, for the whole grid
 
 A cell is one ordinary serve-and-learn campaign. Its tag is
-``<grid>.<scenario>.<method>.<model>`` (the model's name with every character
-a tag cannot hold as ``-``), so the same grid file always names the same cells.
+``<grid>.<scenario>.<method>.<model>`` (the method's and the model's names with
+each run of characters a tag cannot hold as ``-``: ``slb:rag`` is ``slb-rag``),
+so the same grid file always names the same cells.
 """
 
 from __future__ import annotations
@@ -99,10 +100,16 @@ class GridSpec(msgspec.Struct, frozen=True, kw_only=True):
 _NOT_IN_TAG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def _slug(name: str, fallback: str) -> str:
+    """``name`` with every run of characters a tag cannot hold as one ``-``."""
+    return _NOT_IN_TAG.sub("-", name).strip("-.") or fallback
+
+
 def cell_tag(grid: str, scenario: str, method: str, model: str, learner_model: str) -> str:
     """The cell's tag: stable for the same grid and cell, and a valid run name."""
     name = model if learner_model == model else f"{model}.{learner_model}"
-    tag = ".".join([grid, scenario, method, _NOT_IN_TAG.sub("-", name).strip("-.") or "model"])
+    parts = [grid, scenario, _slug(method, "method"), _slug(name, "model")]
+    tag = ".".join(parts)
     if len(tag) > 128:  # still stable, and still distinct: a digest of the whole name
         digest = hashlib.sha256(tag.encode()).hexdigest()[:12]
         tag = f"{tag[:115]}.{digest}"
@@ -143,7 +150,7 @@ def _grid(raw: _GridFile, source: str, base: Path) -> GridSpec:
     tags = [c.tag for c in cells]
     if len(set(tags)) != len(tags):
         raise ConfigError(
-            f"{source}: two models give the same cell tag", hint="name the models distinctly"
+            f"{source}: two cells get the same tag", hint="name the methods and models distinctly"
         )
     settings = {name: getattr(raw, name) for name in CELL_FIELDS if getattr(raw, name) is not None}
     if "config" in settings:  # a path in the grid file is relative to the file

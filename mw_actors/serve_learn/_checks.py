@@ -213,6 +213,8 @@ def prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     )
     if not is_synthetic(spec.scenario) and not slb_available():
         raise slb_missing(spec.scenario)
+    if is_synthetic(spec.scenario) and method.benchmark_only:
+        raise method.refuse_synthetic()
     check_installed(spec)
     for model in spec.models():
         check_model(spec, model)

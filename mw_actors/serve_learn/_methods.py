@@ -80,9 +80,18 @@ class Method:
     name = "method"  # the results file is <scenario>_<name>.jsonl
     learns = False  # False: no serving stream, every window tested on v0
     block_size = 12  # served episodes per update
+    benchmark_only = False  # True: runs on the benchmark's own scenarios only
 
     def bind(self, scenario: Any) -> None:
         """Called once with the scenario's engine (see :mod:`._engines`)."""
+
+    def refuse_synthetic(self) -> ConfigError:
+        """Why a benchmark-only method cannot run on mw's synthetic scenario."""
+        return ConfigError(
+            f"method {getattr(self, 'spelled', self.name)!r} runs on the benchmark's own "
+            "scenarios, not on mw's synthetic one",
+            hint="use a real scenario (banking_l1, ...) or mw's own methods",
+        )
 
     def context(self, version_dir: Path, task_id: str, phase: str, window: int) -> str:
         """Text appended to the episode's system prompt, on that version."""
@@ -207,6 +216,7 @@ class SlbMethod(Method):
     """
 
     KEPT = 8  # states kept in memory; an older one is rebuilt when asked for
+    benchmark_only = True
 
     def __init__(self, spelled: str, factory: Callable[[], Any]) -> None:
         self.spelled = spelled
@@ -227,11 +237,7 @@ class SlbMethod(Method):
 
     def bind(self, scenario: Any) -> None:
         if getattr(scenario, "bundle", None) is None:
-            raise ConfigError(
-                f"method {self.spelled!r} runs on the benchmark's own scenarios, "
-                "not on mw's synthetic one",
-                hint="use a real scenario (banking_l1, ...) or mw's own methods",
-            )
+            raise self.refuse_synthetic()
         self._scenario = scenario
 
     def config(self) -> dict[str, Any]:

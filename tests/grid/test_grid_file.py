@@ -108,6 +108,8 @@ def test_cell_tags_are_run_names_and_stay_distinct_when_long() -> None:
     b = cell_tag("g", "retail_l1", "mwm", long_b, long_b)
     assert len(a) <= 128 and len(b) <= 128 and a != b
     assert cell_tag("g", "s", "m", "x/y", "x/z") == "g.s.m.x-y.x-z"  # its own learner: named
+    assert cell_tag("g", "s", "slb:rag", "m", "m") == "g.s.slb-rag.m"  # a benchmark method
+    assert cell_tag("g", "s", "pkg.mod:Class", "m", "m") == "g.s.pkg.mod-Class.m"
 
 
 def test_columns_take_the_benchmarks_leaderboard_names() -> None:

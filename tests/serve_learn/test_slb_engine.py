@@ -62,6 +62,19 @@ def test_a_real_scenario_without_the_package_says_how_to_install_it(tmp_path: Pa
 
 
 @needs_slb
+def test_a_benchmark_method_on_the_synthetic_scenario_is_refused_by_the_check(
+    tmp_path: Path,
+) -> None:
+    for extra in ((), ("--check",)):  # the check says what the run would: nothing starts
+        done = mw("serve-learn", "run", "synthetic_l1", "--method", "slb:blind",
+                  "--runs", str(tmp_path), "--tag", "mixed", *extra)  # fmt: skip
+        assert done.returncode == 2, done.stdout
+        (line,) = done.stderr.splitlines()
+        assert "'slb:blind' runs on the benchmark's own scenarios" in line
+        assert not (tmp_path / "mixed").exists()
+
+
+@needs_slb
 def test_a_method_that_does_not_learn_runs_the_test_sets_as_the_benchmarks_runner_does(
     tmp_path: Path,
 ) -> None:
