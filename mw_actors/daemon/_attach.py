@@ -9,6 +9,7 @@ vanishing never disturbs the campaign.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -28,8 +29,9 @@ from mw_errors import CampaignStarting, MwError
 from .._core import read_journal
 from ..editing.records import CampaignStarted as EditingStarted
 from ..grid import GridPlace, attach_grid
+from ..serve_learn.records import BlockLearned, EpisodeEnded, WindowTested
+from ..serve_learn.records import CampaignEnded as ServeLearnEnded
 from ..serve_learn.records import CampaignStarted as ServeLearnStarted
-from ..serve_learn.records import EpisodeEnded
 from ._client import connect, daemon_running, subscribe
 from ._protocol import Status
 from ._status import CAMPAIGN_RECORDS, campaign_status
@@ -71,6 +73,7 @@ def render(
             mark = "tested" if int(window) < tested else ""
             progress.add_row(f"window {window}", _bar(served.get(int(window), 0), size), mark)
         progress.add_row("blocks learned", _bar(status.progress.blocks_learned, serve.blocks), "")
+        progress.add_row("time left", Text(_time_left(entries, serve)), "")
     elif edit is not None:
         progress.add_row("trials", _bar(status.progress.trials_done, len(edit.trials)), "")
     tree = Table(title="actors", show_header=True, box=None)
@@ -96,15 +99,86 @@ def render(
     for meter, usd in status.spend_usd.items():
         share = f"{100 * Decimal(usd) / allocation:.1f}%" if allocation else "-"
         spend.add_row(meter, usd, share)
-    recent = Text("\n".join(events) or "(no events yet)")
-    frame = Group(
-        title,
-        progress,
+    # Without a daemon's events (a campaign run by hand, or one that ended), the
+    # journal's own milestones are the recent events.
+    recent = Text("\n".join(events or _milestones(entries)) or "(no events yet)")
+    parts: list[Any] = [title, progress]
+    if serve is not None:
+        parts += _scores(records)
+    parts += [
         tree,
         spend,
         Panel(recent, title=f"recent events (allocation ${status.allocation_usd})"),
-    )
-    return frame, status.state
+    ]
+    return Group(*parts), status.state
+
+
+def _mean(rewards: list[float]) -> str:
+    return f"{100 * sum(rewards) / len(rewards):.1f}" if rewards else "-"
+
+
+def _scores(records: list[Any]) -> list[Any]:
+    """Each window's test scores as its episodes land, and the scores so far."""
+    by_window: dict[int, dict[str, list[float]]] = {}
+    tested = {r.window: r.version for r in records if isinstance(r, WindowTested)}
+    for r in records:
+        if isinstance(r, EpisodeEnded) and r.phase == "test":
+            bucket = by_window.setdefault(r.window, {"hidden": [], "fully_specified": []})
+            bucket.setdefault(r.category, []).append(r.reward)
+    if not by_window:
+        return [Text("tests: none ended yet")]
+    table = Table(title="tests", show_header=True, box=None)
+    for column in ("window", "version", "tests", "hidden", "full", ""):
+        table.add_column(column, justify="left" if column in ("window", "") else "right")
+    for window, rewards in sorted(by_window.items()):
+        version = tested.get(window)
+        table.add_row(
+            f"window {window}",
+            "-" if version is None else f"v{version}",
+            str(sum(len(v) for v in rewards.values())),
+            _mean(rewards["hidden"]),
+            _mean(rewards["fully_specified"]),
+            "tested" if version is not None else "testing",
+        )
+    hidden = [x for w in by_window.values() for x in w["hidden"]]
+    full = [x for w in by_window.values() for x in w["fully_specified"]]
+    n = len(hidden) + len(full)
+    so_far = Text(f"so far: hidden {_mean(hidden)}, fully specified {_mean(full)} ({n} tests)")
+    return [table, so_far]
+
+
+def _time_left(entries: list[Any], serve: ServeLearnStarted) -> str:
+    """An estimate of the serving time left, from the blocks served so far."""
+    start = next(e.t for e in entries if isinstance(e.rec, ServeLearnStarted))
+    ends = [e.t for e in entries if isinstance(e.rec, EpisodeEnded) and e.rec.phase == "serving"]
+    if any(isinstance(e.rec, ServeLearnEnded) for e in entries):
+        return "ended"
+    if len(ends) >= serve.serving_total:
+        return "serving done; the last tests run"
+    blocks = len(ends) // 12
+    if blocks == 0:
+        return "- (after the first block)"
+    per_block = (ends[blocks * 12 - 1] - start) / blocks
+    left = per_block * (serve.serving_total - len(ends)) / 12
+    minutes, seconds = divmod(int(left), 60)
+    finished = f"{blocks} finished block" + ("s" if blocks > 1 else "")
+    return f"about {minutes}m {seconds:02d}s of serving (from {finished})"
+
+
+def _milestones(entries: list[Any], n: int = 8) -> list[str]:
+    """The journal's last milestones, as event lines: learns, tests, odd ends, the end."""
+    lines = []
+    for e in entries:
+        r, at = e.rec, time.strftime("%H:%M:%S", time.localtime(e.t))
+        if isinstance(r, BlockLearned):
+            lines.append(f"{at} block {r.block} learned: v{r.version} ({r.cases} cases)")
+        elif isinstance(r, WindowTested):
+            lines.append(f"{at} window {r.window} tested on v{r.version} ({r.episodes} tests)")
+        elif isinstance(r, EpisodeEnded) and r.status in ("unknown", "budget_blocked"):
+            lines.append(f"{at} {r.phase} episode {r.task_id} ended {r.status}")
+        elif isinstance(r, ServeLearnEnded):
+            lines.append(f"{at} campaign ended: {r.state}")
+    return lines[-n:]
 
 
 async def attach(

@@ -47,8 +47,37 @@ def test_attach_once_shows_progress_actors_and_spend(runs: Path) -> None:
         "root/campaign/learner",
         "host",
         "a: completed",
+        "time left",
+        "so far: hidden",  # the scores so far, and each window's as its tests land
+        "window 0       v2     12",
+        "campaign ended: completed",  # a finished campaign's last events, from its journal
     ):
         assert expected in view.stdout, view.stdout
+    assert "(no events yet)" not in view.stdout
+
+
+def test_the_time_left_is_estimated_from_the_blocks_served() -> None:
+    from mw_actors.daemon._attach import _time_left
+    from mw_actors.journal import Entry
+    from mw_actors.serve_learn.records import CampaignStarted, EpisodeEnded
+
+    started = CampaignStarted(tag="t", scenario="s", method="m", model="x", serving_total=48,
+                              blocks=4, test_versions={}, allocation_usd="1")  # fmt: skip
+
+    def served(i: int, t: float) -> Entry:
+        rec = EpisodeEnded(task_id=f"s{i}", phase="serving", window=0, timestamp=i,
+                           category="hidden", checkpoint=0, status="finished",
+                           reward=1.0)  # fmt: skip
+        return Entry(seq=i + 2, t=t, dur="evidence", rec=rec)
+
+    entries = [Entry(seq=1, t=1000.0, dur="evidence", rec=started)]
+    assert _time_left(entries, started) == "- (after the first block)"
+    entries += [served(i, 1000.0 + 10 * (i + 1)) for i in range(18)]  # a block per 120 s
+    assert _time_left(entries, started) == (
+        "about 5m 00s of serving (from 1 finished block)"  # 30 cases left: 2.5 blocks
+    )
+    entries += [served(i, 1200.0 + i) for i in range(18, 48)]
+    assert _time_left(entries, started) == "serving done; the last tests run"
 
 
 def test_an_attach_killed_mid_view_never_disturbs_the_daemon(runs: Path) -> None:
