@@ -24,6 +24,7 @@ import msgspec
 
 import meters
 
+from .._svg import Series, line_chart
 from ..serve_learn import OFFICIAL_SCENARIOS
 from ._cells import ENDED, CellOutcome
 
@@ -140,55 +141,25 @@ def leaderboard_markdown(outcomes: Sequence[CellOutcome]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_SERIES = (
-    ("hidden", "Hidden", "#c0392b", ""),
-    ("fully_specified", "Fully Specified", "#2471a3", "4 3"),
-)
+_SERIES = (("hidden", "Hidden", "#c0392b"), ("fully_specified", "Fully Specified", "#2471a3"))
 
 
-def curve_svg(cell: CellOutcome, *, width: int = 280, height: int = 140) -> str:
+def curve_svg(cell: CellOutcome) -> str:
     """The cell's learning curve: each tested window's Hidden and Fully Specified score."""
     if not cell.windows:
         return "<p class='none'>no window tested yet</p>"
-    left, right, top, bottom = 34, 10, 10, 26
-    inner_w, inner_h = width - left - right, height - top - bottom
-    first, last = cell.windows[0].window, cell.windows[-1].window
-    span = max(last - first, 1)
-
-    def x(window: int) -> float:
-        return left + inner_w * ((window - first) / span if last > first else 0.5)
-
-    def y(score: float) -> float:
-        return top + inner_h * (1 - score / 100)
-
-    parts = [f"<svg width='{width}' height='{height}' role='img' viewBox='0 0 {width} {height}'>"]
-    for tick in (0, 50, 100):
-        parts.append(
-            f"<line x1='{left}' x2='{width - right}' y1='{y(tick):.1f}' y2='{y(tick):.1f}' "
-            f"stroke='#ddd'/><text x='{left - 4}' y='{y(tick) + 4:.1f}' text-anchor='end' "
-            f"font-size='10'>{tick}</text>"
-        )
-    for w in cell.windows:
-        parts.append(
-            f"<text x='{x(w.window):.1f}' y='{height - bottom + 14}' text-anchor='middle' "
-            f"font-size='10'>w{w.window}</text>"
-        )
-    for field, label, color, dash in _SERIES:
-        points = [(w, getattr(w, field)) for w in cell.windows if getattr(w, field) is not None]
-        if not points:
-            continue
-        line = " ".join(f"{x(w.window):.1f},{y(v):.1f}" for w, v in points)
-        parts.append(
-            f"<polyline points='{line}' fill='none' stroke='{color}' stroke-width='2' "
-            f"stroke-dasharray='{dash}'/>"
-        )
-        for w, v in points:
-            parts.append(
-                f"<circle cx='{x(w.window):.1f}' cy='{y(v):.1f}' r='3.5' fill='{color}'>"
-                f"<title>window {w.window}: {label} {v:.1f} ({w.tests} tests)</title></circle>"
+    series = []
+    for field, label, _ in _SERIES:
+        scored = [(w, getattr(w, field)) for w in cell.windows if getattr(w, field) is not None]
+        series.append(
+            Series(
+                label,
+                [(w.window, v) for w, v in scored],
+                [f"window {w.window}: {label} {v:.1f} ({w.tests} tests)" for w, v in scored],
+                dashed=field == "fully_specified",
             )
-    parts.append("</svg>")
-    return "".join(parts)
+        )
+    return line_chart(series, x_label="window", y_label="score", y_max=100, width=320, height=170)
 
 
 def leaderboard_html(outcomes: Sequence[CellOutcome], *, title: str) -> str:
@@ -221,9 +192,6 @@ def leaderboard_html(outcomes: Sequence[CellOutcome], *, title: str) -> str:
         f"</figcaption>{curve_svg(o)}</figure>"
         for o in outcomes
     )
-    legend = "".join(
-        f"<span style='color:{color}'>&#9632; {label}</span> " for _, label, color, _ in _SERIES
-    )
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
@@ -237,8 +205,8 @@ def leaderboard_html(outcomes: Sequence[CellOutcome], *, title: str) -> str:
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         "<h2>Cells</h2><table><thead><tr><th>cell</th><th>state</th><th>served</th>"
         f"<th>tested</th><th>cost (USD)</th></tr></thead><tbody>{detail}</tbody></table>"
-        f"<h2>Learning curves</h2><p>each tested window's score, on the checkpoint from its "
-        f"boundary (hover a point for its tests): {legend}</p>{curves}"
+        "<h2>Learning curves</h2><p>each tested window's score, on the checkpoint from its "
+        f"boundary (hover a point for its tests)</p>{curves}"
         "</body></html>\n"
     )
 
