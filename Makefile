@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
+	bash scripts/browser.sh
 	$(BIN)/pytest
 
 bench: $(STAMP)

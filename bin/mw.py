@@ -414,6 +414,19 @@ def _attach(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from mw_actors import serve_learn
+
+    report = serve_learn.build_run_report(args.run)
+    if args.html:
+        print(serve_learn.render_run_html(report), end="")
+    elif args.json:
+        print(serve_learn.render_run_json(report), end="")
+    else:
+        print(serve_learn.render_run_markdown(report), end="")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -729,6 +742,13 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--once", action="store_true", help="print one frame and exit")
     attach.add_argument("--until-done", action="store_true", help="exit when it ends")
     attach.set_defaults(func=_attach)
+
+    report = commands.add_parser("report", help="a serve-and-learn run's figures and cards")
+    report.add_argument("run", type=absolute_path, help="the run directory ($MW_RUNS/TAG)")
+    report_form = report.add_mutually_exclusive_group()
+    for form in ("markdown", "json", "html"):
+        report_form.add_argument(f"--{form}", action="store_true", help=f"print it as {form}")
+    report.set_defaults(func=_report)
 
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")

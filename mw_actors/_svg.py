@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 __all__ = ["Bars", "Series", "bar_chart", "line_chart"]
 
 WIDTH, HEIGHT = 560, 220
-LEFT, RIGHT, TOP, BOTTOM = 56, 16, 14, 40
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 40  # the legend sits above the plot
 COLORS = ("#c0392b", "#2471a3", "#1e8449", "#8e44ad", "#b9770e", "#566573")
 
 
@@ -73,9 +73,7 @@ def _legend(labels: Sequence[str], width: int) -> str:
         f"<tspan>{html.escape(label)}   </tspan>"
         for i, label in enumerate(labels)
     )
-    return (
-        f"<text x='{width - RIGHT}' y='{TOP + 2}' text-anchor='end' font-size='11'>{items}</text>"
-    )
+    return f"<text x='{width - RIGHT}' y='12' text-anchor='end' font-size='11'>{items}</text>"
 
 
 def line_chart(

@@ -22,6 +22,13 @@ from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
 from ._outputs import write_outputs
+from ._run_report import (
+    RunReport,
+    build_run_report,
+    render_run_html,
+    render_run_json,
+    render_run_markdown,
+)
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
 from ._score import (
@@ -65,6 +72,7 @@ __all__ = [
     "ManualReport",
     "Plan",
     "RunDir",
+    "RunReport",
     "Scenario",
     "SettingScore",
     "Submission",
@@ -72,6 +80,7 @@ __all__ = [
     "Window",
     "WindowPlan",
     "averages",
+    "build_run_report",
     "campaign_settings",
     "check_campaign",
     "dataset_for",
@@ -89,6 +98,9 @@ __all__ = [
     "read_evaluators",
     "read_journaled",
     "read_scenario",
+    "render_run_html",
+    "render_run_json",
+    "render_run_markdown",
     "resolve_endpoint",
     "run_campaign",
     "run_manual_tests",

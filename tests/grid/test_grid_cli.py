@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,6 +62,15 @@ def test_the_contracts_commands(tmp_path: Path) -> None:
     page = mw("grid", "report", "g1", "--runs", runs, "--html")
     assert page.stdout.startswith("<!doctype html>") and "synthetic_l1_H" in page.stdout
     assert page.stdout.count("<svg") == 2  # a learning curve per cell
+    if shutil.which("chromium"):  # make test installs it where it can
+        (tmp_path / "grid.html").write_text(page.stdout)
+        dom = subprocess.run(
+            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+             (tmp_path / "grid.html").as_uri()],
+            capture_output=True, text=True, timeout=90, check=True,
+        ).stdout  # fmt: skip
+        assert dom.count("<svg") == 2 and ">window</text>" in dom and ">score</text>" in dom
+        assert "<title>window 0: Hidden 100.0 (" in dom  # a hover shows a point's numbers
     assert status["cells"][0]["windows"][0]["window"] == 0
     # The cells are ordinary campaigns: `mw status` reads them from their run directories.
     cells = str(tmp_path / "runs" / "g1" / "cells")
