@@ -11,7 +11,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Bars", "Series", "bar_chart", "line_chart"]
+__all__ = ["Bars", "Point", "Series", "bar_chart", "line_chart", "scatter_chart"]
 
 WIDTH, HEIGHT = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 40  # the legend sits above the plot
@@ -37,6 +37,16 @@ class Bars:
     tips: Sequence[Sequence[str]] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Point:
+    """A point of a scatter chart: where, its tooltip, and its group (the colour)."""
+
+    x: float
+    y: float
+    tip: str
+    group: int = 0
+
+
 def _number(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
 
@@ -45,7 +55,7 @@ def _frame(x_label: str, y_label: str, y_max: float, *, width: int, height: int)
     """The axes, the y ticks (0, half, max) and the axis labels."""
     inner_h = height - TOP - BOTTOM
     parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"<svg width='{width}' height='{height}' "
         f"viewBox='0 0 {width} {height}' role='img' font-family='sans-serif'>",
         f"<line x1='{LEFT}' y1='{TOP}' x2='{LEFT}' y2='{height - BOTTOM}' stroke='#333'/>",
         f"<line x1='{LEFT}' y1='{height - BOTTOM}' x2='{width - RIGHT}' "
@@ -178,5 +188,60 @@ def bar_chart(
                 f"font-size='10'>{_number(value)}</text>"
             )
     parts.append(_legend([label for label, _ in bars.series], width))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def scatter_chart(
+    points: Sequence[Point],
+    groups: Sequence[str],
+    *,
+    x_label: str,
+    y_label: str,
+    width: int = WIDTH,
+    height: int = HEIGHT + 40,
+) -> str:
+    """Points on two value axes, each axis ticked at its low, middle and high value."""
+    if not points:
+        return "<p class='none'>nothing to plot yet</p>"
+    x0, x1 = min(p.x for p in points), max(p.x for p in points)
+    y0, y1 = min(p.y for p in points), max(p.y for p in points)
+    # A margin of a tenth of the span around the points (one value: around it), so none
+    # sits on the frame.
+    dx = (x1 - x0) * 0.1 or (abs(x0) or 1) * 0.05
+    dy = (y1 - y0) * 0.1 or (abs(y0) or 1) * 0.05
+    x0, x1, y0, y1 = x0 - dx, x1 + dx, y0 - dy, y1 + dy
+    inner_w, inner_h = width - LEFT - RIGHT, height - TOP - BOTTOM
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return LEFT + inner_w * (x - x0) / (x1 - x0), TOP + inner_h * (1 - (y - y0) / (y1 - y0))
+
+    parts = [
+        f"<svg width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' role='img' font-family='sans-serif'>",
+        f"<rect x='{LEFT}' y='{TOP}' width='{inner_w}' height='{inner_h}' fill='none' "
+        "stroke='#333'/>",
+    ]
+    for fraction in (0.0, 0.5, 1.0):
+        x, y = at(x0 + (x1 - x0) * fraction, y0 + (y1 - y0) * fraction)
+        parts.append(
+            f"<text x='{x:.1f}' y='{height - BOTTOM + 14}' text-anchor='middle' font-size='10'>"
+            f"{_number(x0 + (x1 - x0) * fraction)}</text>"
+            f"<text x='{LEFT - 6}' y='{y + 4:.1f}' text-anchor='end' font-size='10'>"
+            f"{_number(y0 + (y1 - y0) * fraction)}</text>"
+        )
+    parts.append(
+        f"<text x='{(LEFT + width - RIGHT) / 2:.1f}' y='{height - 6}' text-anchor='middle' "
+        f"font-size='12'>{html.escape(x_label)}</text>"
+        f"<text transform='translate(14 {(TOP + height - BOTTOM) / 2:.1f}) rotate(-90)' "
+        f"text-anchor='middle' font-size='12'>{html.escape(y_label)}</text>"
+    )
+    for point in points:
+        x, y = at(point.x, point.y)
+        parts.append(
+            f"<circle cx='{x:.1f}' cy='{y:.1f}' r='6' fill='{COLORS[point.group % len(COLORS)]}' "
+            f"fill-opacity='0.8'><title>{html.escape(point.tip)}</title></circle>"
+        )
+    parts.append(_legend(groups, width))
     parts.append("</svg>")
     return "".join(parts)

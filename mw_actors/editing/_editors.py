@@ -18,15 +18,23 @@ import sys
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from mw_errors import EditFailed
 from sandbox import ExecResult, Sandbox
 
+from .._hashing import file_sha256
 from ._actions import Action, Finish, RunPython, Undo
 from .records import TrialStep
 
 __all__ = ["EditContext", "apply", "run_agent", "run_scripted", "sandbox_env"]
 
 _TAIL = 2000
+WEIGHTS = "model.safetensors"  # the working weights, in scratch
+
+
+def _sha256_or_none(path: Path) -> str | None:
+    return file_sha256(path) if path.is_file() else None
 
 
 class Journal(Protocol):
@@ -57,11 +65,33 @@ class EditContext:
         """Put the original weights into scratch (the start, and ``undo``)."""
         await self.sandbox.copy_in(self.original, "model.safetensors")
 
-    async def step(self, turn: int, tool: str, result: ExecResult | None) -> TrialStep:
+    async def weights_sha256(self) -> str | None:
+        """The hash of the working weights in scratch now (None: there are none)."""
+        return await anyio.to_thread.run_sync(_sha256_or_none, self.sandbox.scratch / WEIGHTS)
+
+    async def step(
+        self,
+        turn: int,
+        tool: str,
+        result: ExecResult | None,
+        *,
+        arguments: dict[str, Any] | None = None,
+        before: str | None = None,
+        unchanged: bool = False,
+    ) -> TrialStep:
+        """Journal one tool call: what it was given, what it did, the weights after it.
+
+        ``before`` is the weights' hash before the call; ``unchanged``: the call did not
+        touch them (finish, or a policy's misstep), so before is after.
+        """
+        after = await self.weights_sha256()
         step = TrialStep(
             trial_id=self.trial_id,
             turn=turn,
             tool=tool,
+            arguments=arguments or {},
+            before_sha256=after if unchanged else before,
+            after_sha256=after,
             exit_code=None if result is None else result.exit_code,
             limits_hit=[] if result is None else list(result.limits_hit),
             timed_out=False if result is None else result.timed_out,
@@ -84,8 +114,9 @@ async def run_scripted(ctx: EditContext, script: str) -> None:
     Raises:
         EditFailed: it exited non-zero, timed out or hit a limit.
     """
+    before = await ctx.weights_sha256()
     result = await ctx.sandbox.exec([ctx.python, script], env=ctx.env)
-    step = await ctx.step(1, "run_python", result)
+    step = await ctx.step(1, "run_python", result, arguments={"script": script}, before=before)
     if not result.ok:
         why = "timed out" if result.timed_out else f"exited {result.exit_code}"
         last = step.stderr_tail.strip().splitlines()[-1:] or [""]
@@ -94,18 +125,23 @@ async def run_scripted(ctx: EditContext, script: str) -> None:
 
 async def apply(ctx: EditContext, turn: int, action: Action) -> str:
     """Run one tool call; return the observation the policy gets back."""
+    if isinstance(action, Finish):
+        await ctx.step(turn, "finish", None, unchanged=True)
+        return "finished"
+    before = await ctx.weights_sha256()
     if isinstance(action, RunPython):
         result = await ctx.sandbox.exec([ctx.python, "-c", action.code], env=ctx.env)
-        step = await ctx.step(turn, "run_python", result)
+        step = await ctx.step(
+            turn, "run_python", result, arguments={"code": action.code}, before=before
+        )
         status = "timed out" if result.timed_out else f"exit code {result.exit_code}"
         hit = f", limits hit: {', '.join(step.limits_hit)}" if step.limits_hit else ""
         return f"{status}{hit}\nstdout:\n{step.stdout_tail}\nstderr:\n{step.stderr_tail}"
     if isinstance(action, Undo):
         await ctx.restore()
-        await ctx.step(turn, "undo", None)
+        await ctx.step(turn, "undo", None, before=before)
         return "the working weights are the original snapshot again"
-    await ctx.step(turn, "finish", None)
-    return "finished"
+    raise AssertionError(f"no such action: {action!r}")
 
 
 async def run_agent(ctx: EditContext, actions: list[Action], turns: int) -> int:

@@ -108,11 +108,11 @@ class _Editor(Agent):
         await anyio.Path(path).write_bytes(response.content)
 
     async def none(self, turn: Turn) -> Answer:
-        await self.ctx.step(turn.number, "none", None)
+        await self.ctx.step(turn.number, "none", None, unchanged=True)
         return Answer(user="Your turn had no tool call. Call exactly one tool.")
 
     async def several(self, turn: Turn) -> Answer:
-        await self.ctx.step(turn.number, "rejected", None)
+        await self.ctx.step(turn.number, "rejected", None, unchanged=True)
         return Answer(
             results=[(c.id, "not run: one tool call per turn") for c in turn.calls],
             user=f"Your turn had {len(turn.calls)} tool calls, so none ran. Call exactly one tool.",
@@ -121,7 +121,7 @@ class _Editor(Agent):
     async def one(self, turn: Turn, call: Call) -> Answer:
         action = _action(call)
         if isinstance(action, str):
-            await self.ctx.step(turn.number, "invalid", None)
+            await self.ctx.step(turn.number, "invalid", None, unchanged=True)
             return Answer(results=[(call.id, f"not run: {action}")])
         observation = await apply(self.ctx, turn.number, action)
         return Answer(results=[(call.id, observation)], done=isinstance(action, Finish))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 
-from ._report import Report, TrialReport
+from .._svg import Bars, Point, bar_chart, scatter_chart
+from ._report import Report, StepReport, TrialReport
 
 __all__ = ["render_html", "render_markdown"]
 
@@ -75,83 +76,95 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines)
 
 
-_COLORS = {"baseline": "#4c72b0", "scripted": "#dd8452", "agent": "#55a868"}
+def _short(digest: str | None) -> str:
+    return "none" if digest is None else digest[:12]
 
 
-def _bars(report: Report) -> str:
-    arms = [(arm, s) for arm, s in report.arms.items()]
-    values = [v for _, s in arms for v in (s.mean_task_loss, s.mean_regression_loss) if v]
-    top = max(values, default=1.0) * 1.1
-    width, height, pad = 480, 220, 40
-    slot = (width - 2 * pad) / max(len(arms), 1)
-    parts = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="loss per arm">']
-    parts.append(
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" '
-        'stroke="#333"/>'
+def _loss_bars(report: Report) -> str:
+    arms = list(report.arms.items())
+    task = [s.mean_task_loss for _, s in arms]
+    regression = [s.mean_regression_loss for _, s in arms]
+    bars = Bars(
+        [arm for arm, _ in arms],
+        [("task loss", task), ("regression loss", regression)],
+        [
+            [
+                f"{arm}: mean task loss {_num(v)} over {s.graded} graded"
+                for (arm, s), v in zip(arms, task, strict=True)
+            ],
+            [
+                f"{arm}: mean regression loss {_num(v)}"
+                for (arm, _), v in zip(arms, regression, strict=True)
+            ],
+        ],
     )
-    for i, (arm, s) in enumerate(arms):
-        for j, (label, value) in enumerate(
-            (("task", s.mean_task_loss), ("regression", s.mean_regression_loss))
-        ):
-            if value is None:
-                continue
-            bar = (height - 2 * pad) * value / top
-            x = pad + i * slot + 8 + j * (slot / 2 - 8)
-            opacity = "1" if label == "task" else "0.55"
-            parts.append(
-                f'<rect x="{x:.1f}" y="{height - pad - bar:.1f}" width="{slot / 2 - 12:.1f}" '
-                f'height="{bar:.1f}" fill="{_COLORS.get(arm, "#888")}" opacity="{opacity}">'
-                f"<title>{html.escape(arm)} {label}: {value:.6f}</title></rect>"
-            )
-        parts.append(
-            f'<text x="{pad + (i + 0.5) * slot:.1f}" y="{height - pad + 16}" '
-            f'text-anchor="middle">{html.escape(arm)}</text>'
+    return bar_chart(bars, x_label="arm", y_label="mean loss (lower is better)")
+
+
+def _scatter(report: Report) -> str:
+    """A point per graded trial; trials on the same spot share one, its tooltip names all."""
+    arms = list(report.arms)
+    spots: dict[tuple[float, float], list[TrialReport]] = {}
+    for t in report.trials:
+        if t.task_loss is not None and t.regression_loss is not None:
+            spots.setdefault((t.task_loss, t.regression_loss), []).append(t)
+    points = [
+        Point(
+            x,
+            y,
+            f"{', '.join(t.trial_id for t in here)}: task {_num(x)}, regression {_num(y)}",
+            arms.index(here[0].arm) if here[0].arm in arms else 0,
         )
-    parts.append(f'<text x="{pad}" y="16">mean loss (solid: task, light: regression)</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _scatter(trials: list[TrialReport]) -> str:
-    points = [t for t in trials if t.task_loss is not None and t.regression_loss is not None]
-    width, height, pad = 480, 260, 44
-    parts = [
-        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="task against regression">'
+        for (x, y), here in spots.items()
     ]
-    if not points:
-        return parts[0] + '<text x="20" y="40">no graded trial</text></svg>'
-    xs = [t.task_loss for t in points if t.task_loss is not None]
-    ys = [t.regression_loss for t in points if t.regression_loss is not None]
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(ys), max(ys)
-    span_x, span_y = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+    return scatter_chart(points, arms, x_label="task loss", y_label="regression loss")
 
-    def sx(v: float) -> float:
-        return pad + (width - 2 * pad) * (v - x0) / span_x
 
-    def sy(v: float) -> float:
-        return height - pad - (height - 2 * pad) * (v - y0) / span_y
-
-    parts.append(
-        f'<rect x="{pad}" y="{pad}" width="{width - 2 * pad}" height="{height - 2 * pad}" '
-        'fill="none" stroke="#ccc"/>'
+def _step_html(step: StepReport) -> str:
+    e = html.escape
+    given = "".join(
+        f"<div class='arg'>{e(name)}:</div><pre>{e(str(value))}</pre>"
+        for name, value in step.arguments.items()
     )
-    for t in points:
-        assert t.task_loss is not None
-        assert t.regression_loss is not None
-        parts.append(
-            f'<circle cx="{sx(t.task_loss):.1f}" cy="{sy(t.regression_loss):.1f}" r="6" '
-            f'fill="{_COLORS.get(t.arm, "#888")}"><title>{html.escape(t.trial_id)}: task '
-            f"{t.task_loss:.6f}, regression {t.regression_loss:.6f}</title></circle>"
-        )
-    parts.append(f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle">task loss</text>')
-    mid = height / 2
-    parts.append(
-        f'<text x="12" y="{mid}" transform="rotate(-90 12 {mid})" '
-        'text-anchor="middle">regression loss</text>'
+    changed = (
+        "unchanged"
+        if step.before_sha256 == step.after_sha256
+        else f"{_short(step.before_sha256)} &rarr; {_short(step.after_sha256)}"
     )
-    parts.append("</svg>")
-    return "".join(parts)
+    weights = (
+        f"<code title='before {e(step.before_sha256 or 'none')}, after "
+        f"{e(step.after_sha256 or 'none')}'>{_short(step.after_sha256)}</code> ({changed})"
+    )
+    output = (
+        f"<div class='out'>last output: <code>{e(step.output)}</code></div>" if step.output else ""
+    )
+    return (
+        f"<li><b>turn {step.turn}: {e(step.tool)}</b>{given}"
+        f"<div>&rarr; {e(step.result)}; weights {weights}</div>{output}</li>"
+    )
+
+
+def _walkthrough(trial: TrialReport, *, opened: bool) -> str:
+    e, open_ = html.escape, " open" if opened else ""
+    steps = "".join(_step_html(s) for s in trial.step_log) or (
+        "<li>no tool call: this arm leaves the weights as they are</li>"
+        if trial.arm == "baseline"
+        else "<li>no step recorded</li>"
+    )
+    export = (
+        f"export <code>{e(trial.file_sha256)}</code> (tensor payload "
+        f"<code>{e(trial.payload_sha256 or 'none')}</code>)"
+        if trial.file_sha256
+        else "no export"
+    )
+    return (
+        f"<details{open_}><summary>{e(trial.trial_id)}: {e(trial.outcome)}, "
+        f"{len(trial.step_log)} steps</summary><ol class='steps'>{steps}</ol>"
+        f"<p>{export}; task loss {_num(trial.task_loss)}, regression loss "
+        f"{_num(trial.regression_loss)}"
+        + (f"; {e(trial.reason)}" if trial.reason else "")
+        + "</p></details>"
+    )
 
 
 def render_html(report: Report) -> str:
@@ -164,18 +177,18 @@ def render_html(report: Report) -> str:
         for t in report.trials
     )
     c = report.checks
-    legend = "".join(
-        f'<span class="key" style="background:{color}"></span>{arm} '
-        for arm, color in _COLORS.items()
-    )
+    # A small campaign's trials are open to read; a large one's open on a click.
+    opened = len(report.trials) <= 6
+    walkthroughs = "".join(_walkthrough(t, opened=opened) for t in report.trials)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>wsm benchmark: {html.escape(report.campaign)}</title>
 <style>
 body {{ font: 15px/1.45 system-ui, sans-serif; max-width: 56em; margin: 2em auto; color: #222; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 4px 8px; }}
-svg {{ width: 100%; max-width: 480px; font-size: 12px; }} .key {{ display: inline-block;
-width: 12px; height: 12px; margin: 0 4px 0 12px; }} .labels {{ color: #a33; }}
+.labels {{ color: #a33; }} summary {{ cursor: pointer; }} pre {{ background: #f6f6f6;
+padding: 4px 8px; margin: 2px 0; white-space: pre-wrap; }} .steps li {{ margin-bottom: .6em; }}
+.arg, .out {{ color: #555; font-size: 13px; }}
 </style></head><body>
 <h1>wsm benchmark: {html.escape(report.campaign)}</h1>
 <p class="labels">labels: {html.escape(", ".join(report.labels) or "none")}</p>
@@ -183,16 +196,20 @@ width: 12px; height: 12px; margin: 0 4px 0 12px; }} .labels {{ color: #a33; }}
 <b>scripted</b> applies a frozen edit, <b>agent</b> edits through tool calls. Each export is
 graded in a separate process on the private task partition and on a regression partition
 (mean next-token loss; lower is better). Runtime: {html.escape(report.backend)}
-(isolated: {_verdict(report.isolated)}).</p>
-<h2>1. Loss per arm</h2><p>{legend}</p>{_bars(report)}
-<h2>2. Task against regression, per trial</h2>{_scatter(report.trials)}
+(isolated: {_verdict(report.isolated)}). Hover a bar or a point for its numbers.</p>
+<h2>1. Loss per arm</h2>{_loss_bars(report)}
+<h2>2. Task against regression, per trial</h2>{_scatter(report)}
 <h2>3. Trials</h2>
 <table><tr><th>trial</th><th>outcome</th><th>task loss</th><th>regression loss</th>
 <th>steps</th><th>export</th><th>reason</th></tr>{rows}</table>
-<h2>4. Checks</h2>
+<h2>4. What each trial did</h2>
+<p>Each tool call in order: what it was given, what came of it, and the working weights'
+file hash after it (hover the hash for before and after).</p>
+{walkthroughs}
+<h2>5. Checks</h2>
 <ul><li>scripted edit worse than baseline: {_verdict(c.scripted_worse_than_baseline)}</li>
 <li>agent restores the baseline: {_verdict(c.agent_restores_baseline)}</li></ul>
-<h2>5. Budget</h2>
+<h2>6. Budget</h2>
 <p>allocation ${report.budget.allocation_usd}, reserved ${report.budget.reserved_usd},
 spent ${report.budget.spent_usd}</p>
 </body></html>

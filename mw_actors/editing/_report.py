@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -41,6 +42,7 @@ __all__ = [
     "REPORT_SCHEMA_VERSION",
     "ArmSummary",
     "Report",
+    "StepReport",
     "TrialReport",
     "build_report",
     "load_receipt",
@@ -57,6 +59,18 @@ class ReceiptRef(msgspec.Struct, frozen=True, kw_only=True):
     sha256: str
     means: dict[str, float]
     matches: bool | None = None
+
+
+class StepReport(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call of a trial, as the walkthrough steps through it."""
+
+    turn: int
+    tool: str  # run_python | undo | finish (or none | rejected | invalid: a policy's misstep)
+    arguments: dict[str, Any]  # {"code": ...}, {"script": ...} or {}
+    result: str  # "exit code 0", "timed out", "restored the original weights", ...
+    output: str  # the last line the program printed (stdout, else stderr), if any
+    before_sha256: str | None  # the working weights' file hash before the call
+    after_sha256: str | None  # and after it
 
 
 class TrialReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +90,7 @@ class TrialReport(msgspec.Struct, frozen=True, kw_only=True):
     receipts: list[ReceiptRef]
     envelope_usd: str | None
     spent_usd: str | None
+    step_log: list[StepReport] = []  # every tool call, in order
 
 
 class ArmSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -295,6 +310,37 @@ def _trial(layout: RunLayout, trial_id: str, records: list[object]) -> TrialRepo
         receipts=receipts,
         envelope_usd=started.envelope_usd if started is not None else None,
         spent_usd=ended.spent_usd if ended is not None else None,
+        step_log=[_step(r) for r in records if isinstance(r, TrialStep)],
+    )
+
+
+_RESULTS = {
+    "undo": "restored the original weights",
+    "finish": "finished",
+    "none": "the policy called no tool",
+    "rejected": "the policy called more than one tool",
+    "invalid": "the policy's call was not a valid tool call",
+}
+
+
+def _step(step: TrialStep) -> StepReport:
+    if step.tool in _RESULTS:
+        result = _RESULTS[step.tool]
+    elif step.timed_out:
+        result = "timed out"
+    else:
+        result = f"exit code {step.exit_code}"
+        if step.limits_hit:
+            result += f", limits hit: {', '.join(step.limits_hit)}"
+    lines = (step.stdout_tail.strip() or step.stderr_tail.strip()).splitlines()
+    return StepReport(
+        turn=step.turn,
+        tool=step.tool,
+        arguments=dict(step.arguments),
+        result=result,
+        output=lines[-1][:300] if lines else "",
+        before_sha256=step.before_sha256,
+        after_sha256=step.after_sha256,
     )
 
 

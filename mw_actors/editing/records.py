@@ -9,7 +9,7 @@ Every trial ends with exactly one :class:`TrialEnded`. A trial without one
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -77,6 +77,12 @@ class TrialStep(Record, tag="editing.trial_step", frozen=True):
     duration: float = 0.0
     stdout_tail: str = ""
     stderr_tail: str = ""
+    # What the call was given ({"code": ...} for run_python, {"script": ...} for the
+    # scripted edit, {} for undo and finish) and the working weights' file hash before
+    # and after it (None: no weights there). Absent from journals written before them.
+    arguments: dict[str, Any] = {}
+    before_sha256: str | None = None
+    after_sha256: str | None = None
 
 
 class PolicyIntent(Record, tag="editing.policy_intent", frozen=True):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mw_actors.editing import CampaignOptions, build_report, regrade, render_json
+from mw_actors.editing import CampaignOptions, build_report, regrade, render_html, render_json
 from mw_errors import ConfigError, FingerprintMismatch, IntegrityError
 
 from .conftest import ROOT, wsm
@@ -162,3 +163,40 @@ def test_status_of_an_editing_run_without_a_daemon(run_copy: Path) -> None:
     assert status["kind"] == "editing" and status["state"] == "completed"
     assert status["progress"]["trials_done"] == 3
     assert status["allocation_usd"] == "1.00" and status["spend_usd"]["host"] == "0"
+
+
+def test_the_page_steps_through_what_each_trial_did(finished_run: tuple[Path, bytes]) -> None:
+    run = finished_run[0]
+    report = build_report(run)
+    agent = next(t for t in report.trials if t.trial_id == AGENT)
+    baseline = next(t for t in report.trials if t.arm == "baseline")
+    assert [s.tool for s in agent.step_log] == ["run_python", "run_python", "undo", "finish"]
+    inspect, damage, undo, finish = agent.step_log
+    assert "code" in damage.arguments and damage.result == "exit code 0"
+    # The damage changes the weights, the undo puts the original's back, finish leaves them.
+    assert inspect.before_sha256 == inspect.after_sha256 == damage.before_sha256
+    assert damage.after_sha256 != damage.before_sha256
+    assert undo.before_sha256 == damage.after_sha256 and undo.after_sha256 == inspect.before_sha256
+    assert finish.before_sha256 == finish.after_sha256 == agent.file_sha256 == baseline.file_sha256
+    page = render_html(report)
+    assert page == render_html(build_report(run))  # rebuilt: the same bytes
+    assert page.count("<ol class='steps'>") == len(report.trials)
+    assert "turn 3: undo</b>" in page and "restored the original weights" in page
+    assert f"{damage.before_sha256[:12]} &rarr; {damage.after_sha256[:12]}" in page  # type: ignore[index]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium (make test installs it)")
+def test_a_real_browser_finds_the_plots_axes_and_step_through(
+    finished_run: tuple[Path, bytes], tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    page.write_bytes(wsm("benchmark", "report", str(finished_run[0]), "--html").stdout)
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=90, check=True,
+    ).stdout  # fmt: skip
+    assert dom.count("<svg") == 2
+    for axis in ("arm", "mean loss (lower is better)", "task loss", "regression loss"):
+        assert f">{axis}</text>" in dom
+    assert "<title>completion.baseline.0000, completion.agent.0000: task" in dom  # one spot
+    assert dom.count('<ol class="steps">') == 3 and "turn 2: run_python" in dom
