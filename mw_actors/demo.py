@@ -194,7 +194,7 @@ def _progress_line(status: dict[str, Any]) -> str:
 
 
 def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
-    from .serve_learn import RunDir, score_file
+    from .serve_learn import RunDir, build_run_report, render_run_html, score_file
 
     say("")
     say("mw demo: serve-and-learn on the synthetic scenario (offline, labelled synthetic)")
@@ -213,17 +213,16 @@ def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
                 f"    learner spend: ${learner['cost_usd']} over {learner['requests']} "
                 "metered requests (an LLM learner session per block)"
             )
+        report = build_run_report(run.root)
+        (run.root / "report.html").write_text(render_run_html(report))
+        say(f"    page: {run.root / 'report.html'} (mw report {run.root} --html)")
         if method == "mwm-local":
-            rows = [json.loads(x) for x in run.results.read_text().splitlines()[1:]]
-            blocks: dict[int, list[float]] = {}
-            for row in rows:
-                if row["phase"] == "serving":
-                    blocks.setdefault((row["timestamp"] - 1) // 12, []).append(row["reward"])
             say("    learning curve (serving reward per block; | marks a policy change):")
-            for block, rewards in sorted(blocks.items()):
-                mean = sum(rewards) / len(rewards)
-                mark = "|" if block % 3 == 0 and block else " "
-                say(f"    {mark} block {block:2d} {'#' * round(20 * mean):<20} {100 * mean:5.1f}")
+            window = report.blocks[0].window if report.blocks else 0
+            for b in report.blocks:
+                mark, window = ("|" if b.window != window else " "), b.window
+                bar = "#" * round(b.reward / 5)
+                say(f"    {mark} block {b.block:2d} {bar:<20} {b.reward:5.1f}")
     for method, score in scores.items():
         say(f"  {method}: hidden {score.hidden:.1f}, fully specified {score.fully_specified:.1f}")
     mwm, blind = scores["mwm-local"].hidden or 0, scores["blind"].hidden or 0
@@ -234,14 +233,16 @@ def _serve_learn_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
 
 
 def _editing_summary(run_dir: Path, say: Callable[[str], None]) -> bool:
-    from .editing import build_report, render_markdown
+    from .editing import build_report, render_html, render_markdown
 
     say("")
     say("mw demo: weight editing on the benchmark fixture (bwrap sandbox)")
     run = run_dir / "editing"
     report = build_report(run)
     (run / "report.md").write_text(render_markdown(report))
+    (run / "report.html").write_text(render_html(report))
     say(f"  run directory: {run} (report: {run / 'report.md'})")
+    say(f"  page: {run / 'report.html'}: plots, and a step-through of each trial")
     for arm, summary in report.arms.items():
         say(
             f"    {arm:<9} task loss {summary.mean_task_loss:.4f}, "
