@@ -234,5 +234,4 @@ class RayExecutor:
                 state = "failed"
             if reason is not None:
                 log.warning("grid_cell_failed", cell=tag, error=reason)
-            run.ended[tag] = state
             await run.journal.append(CellEnded(cell=tag, state=state, reason=reason))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -110,7 +110,6 @@ class GridRun:
     journal: Journal
     budget: meters.Reserver  # the grid's one budget
     cells: SupervisorRef  # where the local executor starts each cell
-    ended: dict[str, str] = field(default_factory=dict)  # cell tag -> how its run ended
 
 
 class Executor(Protocol):
@@ -148,7 +147,6 @@ class CellRun(Actor[Any]):
         await self._end(outcome.state if outcome.state in ENDED else "failed", None)
 
     async def _end(self, state: Any, reason: str | None) -> None:
-        self.run_.ended[self.job.cell.tag] = state
         await self.run_.journal.append(
             CellEnded(cell=self.job.cell.tag, state=state, reason=reason)
         )
