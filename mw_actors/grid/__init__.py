@@ -29,6 +29,7 @@ from ._run import (
     LocalExecutor,
     grid_outcomes,
     grid_running,
+    in_grid_order,
     read_grid,
     run_grid,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "grid_running",
     "grid_status",
     "grid_status_now",
+    "in_grid_order",
     "leaderboard",
     "leaderboard_csv",
     "leaderboard_html",

@@ -45,7 +45,7 @@ from mw_errors import ConfigError, MwError
 from ..serve_learn import CampaignSpec, run_campaign
 from ._budget import CellBudget
 from ._cells import ENDED, read_cell
-from ._run import CellJob, GridRun
+from ._run import CellJob, GridRun, in_grid_order
 from ._spec import Cell
 from .records import CellEnded, CellStarted
 
@@ -179,12 +179,10 @@ class RayExecutor:
         name = f"mw-grid-budget.{run.grid.tag}"
         relay = relay_class.options(name=name, namespace="mw", max_concurrency=1000).remote()
         cell_task = self.ray.remote(max_retries=self.max_retries, num_cpus=1)(_run_cell)
-        limiter = anyio.CapacityLimiter(self.max_parallel)
         async with anyio.create_task_group() as pump:
             pump.start_soon(self._pump, relay, run.budget)
-            async with anyio.create_task_group() as cells:
-                for job in run.jobs:
-                    cells.start_soon(self._cell, run, job, cell_task, relay, limiter)
+            cell = partial(self._cell, run, cell_task=cell_task, relay=relay)
+            await in_grid_order(run.jobs, self.max_parallel, cell)
             pump.cancel_scope.cancel()
         self.ray.kill(relay)
 
@@ -202,36 +200,28 @@ class RayExecutor:
                     value, error = None, exc.render()
                 relay.answer.remote(number, value, error)
 
-    async def _cell(
-        self,
-        run: GridRun,
-        job: CellJob,
-        cell_task: Any,
-        relay: Any,
-        limiter: anyio.CapacityLimiter,
-    ) -> None:
-        async with limiter:
-            tag = job.cell.tag
-            await run.journal.append(CellStarted(cell=tag, resume=job.resume))
-            ref = cell_task.remote(job.spec, job.cell, relay)
-            reason: str | None = None
-            try:
-                state = await anyio.to_thread.run_sync(self.ray.get, ref, abandon_on_cancel=True)
-            except self.ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
-                reason = cause.render() if isinstance(cause, MwError) else str(exc).splitlines()[0]
-                state = "failed"
-            except self.ray.exceptions.RayError as exc:  # its worker died, retries spent
-                reason = f"its Ray task was lost: {type(exc).__name__}"
-                state = "failed"
-            except anyio.get_cancelled_exc_class():
-                self.ray.cancel(ref, force=True)
-                with anyio.CancelScope(shield=True):
-                    ended = CellEnded(cell=tag, state="cancelled", reason="the grid was stopped")
-                    await run.journal.append(ended)
-                raise
-            if state not in ENDED:
-                state = "failed"
-            if reason is not None:
-                log.warning("grid_cell_failed", cell=tag, error=reason)
-            await run.journal.append(CellEnded(cell=tag, state=state, reason=reason))
+    async def _cell(self, run: GridRun, job: CellJob, *, cell_task: Any, relay: Any) -> None:
+        tag = job.cell.tag
+        await run.journal.append(CellStarted(cell=tag, resume=job.resume))
+        ref = cell_task.remote(job.spec, job.cell, relay)
+        reason: str | None = None
+        try:
+            state = await anyio.to_thread.run_sync(self.ray.get, ref, abandon_on_cancel=True)
+        except self.ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            reason = cause.render() if isinstance(cause, MwError) else str(exc).splitlines()[0]
+            state = "failed"
+        except self.ray.exceptions.RayError as exc:  # its worker died, retries spent
+            reason = f"its Ray task was lost: {type(exc).__name__}"
+            state = "failed"
+        except anyio.get_cancelled_exc_class():
+            self.ray.cancel(ref, force=True)
+            with anyio.CancelScope(shield=True):
+                ended = CellEnded(cell=tag, state="cancelled", reason="the grid was stopped")
+                await run.journal.append(ended)
+            raise
+        if state not in ENDED:
+            state = "failed"
+        if reason is not None:
+            log.warning("grid_cell_failed", cell=tag, error=reason)
+        await run.journal.append(CellEnded(cell=tag, state=state, reason=reason))

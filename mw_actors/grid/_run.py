@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,6 +71,7 @@ __all__ = [
     "LocalExecutor",
     "grid_outcomes",
     "grid_running",
+    "in_grid_order",
     "read_grid",
     "run_grid",
 ]
@@ -166,23 +167,43 @@ class LocalExecutor:
         self.max_parallel = max_parallel
 
     async def run_cells(self, run: GridRun) -> None:
-        limiter = anyio.CapacityLimiter(self.max_parallel)
-        async with anyio.create_task_group() as tg:
-            for job in run.jobs:
-                tg.start_soon(self._cell, run, job, limiter)
+        await in_grid_order(run.jobs, self.max_parallel, partial(self._cell, run))
 
-    async def _cell(self, run: GridRun, job: CellJob, limiter: anyio.CapacityLimiter) -> None:
-        async with limiter:
-            done = anyio.Event()
-            await run.cells.start_child(
-                ChildSpec(
-                    id=job.cell.tag,
-                    start=partial(CellRun, job, run, done),
-                    restart=Restart.TEMPORARY,
-                    shutdown=60.0,  # a campaign stops its meters and writes its end
-                )
+    async def _cell(self, run: GridRun, job: CellJob) -> None:
+        done = anyio.Event()
+        await run.cells.start_child(
+            ChildSpec(
+                id=job.cell.tag,
+                start=partial(CellRun, job, run, done),
+                restart=Restart.TEMPORARY,
+                shutdown=60.0,  # a campaign stops its meters and writes its end
             )
-            await done.wait()
+        )
+        await done.wait()
+
+
+async def in_grid_order(
+    jobs: Sequence[CellJob],
+    max_parallel: int,
+    run_one: Callable[[CellJob], Awaitable[None]],
+) -> None:
+    """Run ``run_one`` on each job, at most ``max_parallel`` at once, started in order.
+
+    The order is the grid's: a cell starts only after every cell before it has, so
+    which cells one budget covers does not depend on how the event loop schedules.
+    """
+    slots = anyio.Semaphore(max_parallel)
+
+    async def one(job: CellJob) -> None:
+        try:
+            await run_one(job)
+        finally:
+            slots.release()
+
+    async with anyio.create_task_group() as tg:
+        for job in jobs:
+            await slots.acquire()
+            tg.start_soon(one, job)
 
 
 def _flags(grid: GridSpec, cell: Cell) -> Flags:

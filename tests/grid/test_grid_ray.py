@@ -83,17 +83,17 @@ async def test_local_and_ray_give_the_same_leaderboard(tmp_path: Path, ray_clust
 async def test_cells_on_ray_reserve_from_the_drivers_one_budget(
     tmp_path: Path, ray_cluster: None
 ) -> None:
-    # As test_grid_run's local case: the blind cell fits $0.035, the mwm-local cell cannot.
+    # As test_grid_run's local case: the blind cell fits $0.065, the mwm-local cell cannot.
     text = (
         "tag: b\nscenarios: [synthetic_l1]\nmethods: [blind, mwm-local]\n"
-        "models: [local/scripted]\ntrain_split: 24\nconcurrency: 1\n"
-        "waiter: after_training\nallocation: 0.035\n"
+        "models: [local/scripted]\ntrain_split: 72\nconcurrency: 1\n"
+        "waiter: after_training\nallocation: 0.065\n"
     )
     grid = load_grid(_grid(tmp_path, text))
     outcomes = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=RayExecutor(1))
     assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
     status = grid_status("b", outcomes, grid.allocation_usd, running=False)
-    assert Decimal(status["spend_usd"]) <= Decimal("0.035")
+    assert Decimal(status["spend_usd"]) <= Decimal("0.065")
 
 
 def _cell_workers() -> list[int]:

@@ -95,21 +95,23 @@ async def test_each_cell_is_what_serve_learn_run_writes_and_a_rerun_runs_nothing
 
 @pytest.mark.timeout(120)
 async def test_a_grid_allocation_that_fits_some_cells_blocks_the_rest(tmp_path: Path) -> None:
-    # One request in flight at a time (concurrency 1, tests after training). A request
-    # may cost up to ~$0.0264, so the blind cell (~$0.0019) fits in $0.035, and the
-    # mwm-local cell after it (~$0.0132 if it could finish) cannot: it ends budget_blocked.
+    # A request may cost up to ~$0.0264 (its worst case is reserved before it is sent),
+    # though it costs ~$0.0002. Concurrency 1, tests after training: one request at a
+    # time, two reservations at most while one settles as the next one reserves. So the
+    # blind cell (~$0.004) fits in $0.065 with room for two; the mwm-local cell after it
+    # (~$0.038 if it could finish) cannot: it ends budget_blocked.
     grid = load_grid(
         _grid(
             tmp_path,
             "tag: g2\nscenarios: [synthetic_l1]\nmethods: [blind, mwm-local]\n"
-            "models: [local/scripted]\ntrain_split: 24\nconcurrency: 1\n"
-            "waiter: after_training\nallocation: 0.035\n",
+            "models: [local/scripted]\ntrain_split: 72\nconcurrency: 1\n"
+            "waiter: after_training\nallocation: 0.065\n",
         )
     )
     outcomes = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
     assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
     status = grid_status("g2", outcomes, grid.allocation_usd, running=False)
-    assert Decimal(status["spend_usd"]) <= Decimal("0.035")
+    assert Decimal(status["spend_usd"]) <= Decimal("0.065")
     assert Decimal(outcomes[1].cost_usd) > 0  # it ran until the budget stopped it
     place = GridPlace(tmp_path / "runs", "g2")
     cell = RunDir(place.cells, grid.cells[1].tag, "synthetic_l1", "mwm-local")
@@ -205,3 +207,25 @@ async def test_a_cell_killed_before_its_journal_began_is_resumed(tmp_path: Path)
     (place.cells / grid.cells[0].tag).mkdir(parents=True)  # laid out, no journal yet
     (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
     assert outcome.state == "completed"
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+async def test_cells_start_in_the_grids_order_at_most_n_at_once(parallel: int) -> None:
+    """Which cells one budget covers must not depend on how the event loop schedules."""
+    import anyio
+
+    from mw_actors.grid import in_grid_order
+
+    started, running, most = [], 0, 0
+
+    async def one(job: object) -> None:
+        nonlocal running, most
+        started.append(job)
+        running += 1
+        most = max(most, running)
+        await anyio.sleep(0.01 * (len(started) % 3))  # cells take different times
+        running -= 1
+
+    jobs = list(range(12))
+    await in_grid_order(jobs, parallel, one)  # type: ignore[arg-type]
+    assert started == jobs and most == parallel
