@@ -95,11 +95,12 @@ def stop_server(process: subprocess.Popen[str]) -> None:
 def episodes_ended(journal: Path) -> int:
     """How many episodes a campaign journal, perhaps being written now, has ended so far."""
     from mw_actors.journal import read_journal
+    from mw_actors.metering import BUDGET_RECORDS
     from mw_actors.serve_learn import SERVE_LEARN_RECORDS
     from mw_actors.serve_learn.records import EpisodeEnded
 
     try:
-        entries = read_journal(journal, SERVE_LEARN_RECORDS)
+        entries = read_journal(journal, [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS])
     except Exception:  # not there yet, or a line half written
         return 0
     return sum(isinstance(e.rec, EpisodeEnded) for e in entries)
