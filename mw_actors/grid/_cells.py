@@ -22,25 +22,23 @@ import meters
 
 from .._core import read_journal
 from .._lock import is_locked
-from ..serve_learn import SERVE_LEARN_RECORDS, RunDir, make_method, score_file
+from ..serve_learn import (
+    SERVE_LEARN_RECORDS,
+    RunDir,
+    WindowScores,
+    make_method,
+    score_file,
+    window_scores,
+)
 from ..serve_learn.records import CampaignEnded, CampaignStarted, EpisodeEnded
 from ._spec import Cell
 
-__all__ = ["LEDGERS", "CellOutcome", "CellState", "WindowScore", "read_cell"]
+__all__ = ["LEDGERS", "CellOutcome", "CellState", "read_cell"]
 
 CellState = Literal["pending", "running", "unknown", "completed", "budget_blocked", "failed"]
 ENDED = ("completed", "budget_blocked", "failed")
 # Every meter's ledger in a serve-and-learn run directory: host, learner, judge.
 LEDGERS = ("ledger.jsonl", "learner/ledger.jsonl", "judge/ledger.jsonl")
-
-
-class WindowScore(msgspec.Struct, frozen=True):
-    """One window's held-out tests so far: 100 x the mean reward per category."""
-
-    window: int
-    hidden: float | None
-    fully_specified: float | None
-    tests: int
 
 
 class CellOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,7 +57,7 @@ class CellOutcome(msgspec.Struct, frozen=True, kw_only=True):
     fully_specified_so_far: float | None
     tested: int  # test episodes ended so far
     serving_total: int | None  # the cell's serving cases (None before it started)
-    windows: list[WindowScore] = []  # the learning curve: each window tested so far
+    windows: list[WindowScores] = []  # the learning curve: each window tested so far
 
 
 def _mean(values: list[float]) -> float | None:
@@ -83,17 +81,16 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
     ended: CampaignEnded | None = None
     served = tested = 0
     rewards: dict[str, list[float]] = {"hidden": [], "fully_specified": []}
-    by_window: dict[int, dict[str, list[float]]] = {}
+    records: list[object] = []
     if run.journal.is_dir():
         for entry in read_journal(run.journal, SERVE_LEARN_RECORDS):
             rec = entry.rec
+            records.append(rec)
             if isinstance(rec, EpisodeEnded):
                 served += rec.phase == "serving"
                 tested += rec.phase == "test"
                 if rec.phase == "test" and rec.category in rewards:
                     rewards[rec.category].append(rec.reward)
-                    window = by_window.setdefault(rec.window, {c: [] for c in rewards})
-                    window[rec.category].append(rec.reward)
             elif isinstance(rec, CampaignStarted):
                 started = rec
             elif isinstance(rec, CampaignEnded):
@@ -124,13 +121,5 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
         fully_specified_so_far=_mean(rewards["fully_specified"]),
         tested=tested,
         serving_total=None if started is None else started.serving_total,
-        windows=[
-            WindowScore(
-                w,
-                _mean(r["hidden"]),
-                _mean(r["fully_specified"]),
-                len(r["hidden"]) + len(r["fully_specified"]),
-            )
-            for w, r in sorted(by_window.items())
-        ],
+        windows=window_scores(records),
     )

@@ -24,10 +24,12 @@ from ._methods import METHODS, make_method
 from ._outputs import write_outputs
 from ._run_report import (
     RunReport,
+    WindowScores,
     build_run_report,
     render_run_html,
     render_run_json,
     render_run_markdown,
+    window_scores,
 )
 from ._scenario import Scenario, Task, Window, read_evaluators, read_scenario
 from ._schedule import BLOCK_SIZE, Plan, WindowPlan, plan
@@ -79,6 +81,7 @@ __all__ = [
     "Task",
     "Window",
     "WindowPlan",
+    "WindowScores",
     "averages",
     "build_run_report",
     "campaign_settings",
@@ -108,6 +111,7 @@ __all__ = [
     "score_table",
     "split_model",
     "train_split",
+    "window_scores",
     "write_outputs",
     "write_synthetic",
 ]

@@ -39,10 +39,12 @@ from .records import BlockLearned, CampaignEnded, CampaignStarted, EpisodeEnded,
 
 __all__ = [
     "RunReport",
+    "WindowScores",
     "build_run_report",
     "render_run_html",
     "render_run_json",
     "render_run_markdown",
+    "window_scores",
 ]
 
 METERS = {"host": "ledger.jsonl", "learner": "learner/ledger.jsonl", "judge": "judge/ledger.jsonl"}
@@ -107,7 +109,8 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(100 * sum(values) / len(values), 4) if values else None
 
 
-def _windows(records: Sequence[object]) -> list[WindowScores]:
+def window_scores(records: Sequence[object]) -> list[WindowScores]:
+    """Each window's test episodes ended so far: 100 x the mean reward per category."""
     tested = {r.window: r.version for r in records if isinstance(r, WindowTested)}
     by: dict[int, dict[str, list[float]]] = {}
     for r in records:
@@ -216,7 +219,7 @@ def build_run_report(root: Path) -> RunReport:
         hidden=None if score is None else score.hidden,
         fully_specified=None if score is None else score.fully_specified,
         n_test=0 if score is None else score.n_test,
-        windows=_windows(records),
+        windows=window_scores(records),
         blocks=_blocks(records),
         spend=spend,
         spend_usd=totals,

@@ -187,9 +187,9 @@ def test_the_averages_match_the_benchmarks_own_summary(tmp_path: Path) -> None:
 
 def test_a_cells_learning_curve_is_drawn_from_its_windows() -> None:
     from mw_actors.grid import curve_svg
-    from mw_actors.grid._cells import WindowScore
+    from mw_actors.serve_learn import WindowScores
 
-    windows = [WindowScore(0, 25.0, 100.0, 12), WindowScore(1, 75.0, None, 6)]
+    windows = [WindowScores(0, 1, 25.0, 100.0, 12), WindowScores(1, 2, 75.0, None, 6)]
     svg = curve_svg(_outcome("retail_l1", None, None, windows=windows))
     assert svg.startswith("<svg") and svg.count("<circle") == 3  # a point per score
     assert "window 1: Hidden 75.0 (6 tests)" in svg
