@@ -29,6 +29,7 @@ from mw_errors import CampaignStarting, MwError
 from .._core import read_journal
 from ..editing.records import CampaignStarted as EditingStarted
 from ..grid import GridPlace, attach_grid
+from ..serve_learn import window_scores
 from ..serve_learn.records import BlockLearned, EpisodeEnded, WindowTested
 from ..serve_learn.records import CampaignEnded as ServeLearnEnded
 from ..serve_learn.records import CampaignStarted as ServeLearnStarted
@@ -119,32 +120,26 @@ def _mean(rewards: list[float]) -> str:
 
 def _scores(records: list[Any]) -> list[Any]:
     """Each window's test scores as its episodes land, and the scores so far."""
-    by_window: dict[int, dict[str, list[float]]] = {}
-    tested = {r.window: r.version for r in records if isinstance(r, WindowTested)}
-    for r in records:
-        if isinstance(r, EpisodeEnded) and r.phase == "test":
-            bucket = by_window.setdefault(r.window, {"hidden": [], "fully_specified": []})
-            bucket.setdefault(r.category, []).append(r.reward)
-    if not by_window:
+    windows = window_scores(records)
+    if not windows:
         return [Text("tests: none ended yet")]
     table = Table(title="tests", show_header=True, box=None)
     for column in ("window", "version", "tests", "hidden", "full", ""):
         table.add_column(column, justify="left" if column in ("window", "") else "right")
-    for window, rewards in sorted(by_window.items()):
-        version = tested.get(window)
+    for w in windows:
         table.add_row(
-            f"window {window}",
-            "-" if version is None else f"v{version}",
-            str(sum(len(v) for v in rewards.values())),
-            _mean(rewards["hidden"]),
-            _mean(rewards["fully_specified"]),
-            "tested" if version is not None else "testing",
+            f"window {w.window}",
+            "-" if w.version is None else f"v{w.version}",
+            str(w.tests),
+            "-" if w.hidden is None else f"{w.hidden:.1f}",
+            "-" if w.fully_specified is None else f"{w.fully_specified:.1f}",
+            "tested" if w.version is not None else "testing",
         )
-    hidden = [x for w in by_window.values() for x in w["hidden"]]
-    full = [x for w in by_window.values() for x in w["fully_specified"]]
-    n = len(hidden) + len(full)
-    so_far = Text(f"so far: hidden {_mean(hidden)}, fully specified {_mean(full)} ({n} tests)")
-    return [table, so_far]
+    tests = [r for r in records if isinstance(r, EpisodeEnded) and r.phase == "test"]
+    hidden = [r.reward for r in tests if r.category == "hidden"]
+    full = [r.reward for r in tests if r.category == "fully_specified"]
+    so_far = f"so far: hidden {_mean(hidden)}, fully specified {_mean(full)} ({len(tests)} tests)"
+    return [table, Text(so_far)]
 
 
 def _time_left(entries: list[Any], serve: ServeLearnStarted) -> str:
