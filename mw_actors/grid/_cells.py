@@ -23,7 +23,7 @@ import meters
 from .._core import read_journal
 from .._lock import is_locked
 from ..serve_learn import (
-    SERVE_LEARN_RECORDS,
+    CAMPAIGN_RECORDS,
     RunDir,
     WindowScores,
     make_method,
@@ -83,7 +83,7 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
     rewards: dict[str, list[float]] = {"hidden": [], "fully_specified": []}
     records: list[object] = []
     if run.journal.is_dir():
-        for entry in read_journal(run.journal, SERVE_LEARN_RECORDS):
+        for entry in read_journal(run.journal, CAMPAIGN_RECORDS):
             rec = entry.rec
             records.append(rec)
             if isinstance(rec, EpisodeEnded):

@@ -49,13 +49,14 @@ from ._settings import (
     manual_spec,
     train_split,
 )
-from ._spec import LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
+from ._spec import CAMPAIGN_RECORDS, LOCAL_MODELS, CampaignSpec, RunDir, Submission, models_reached
 from ._synthetic import dataset_for, ensure_synthetic, is_synthetic, write_synthetic
 from .records import SERVE_LEARN_RECORDS, AllocationRaised, EpisodeEnded, EpisodeStarted
 
 __all__ = [
     "BLOCK_SIZE",
     "BUILTIN_BACKENDS",
+    "CAMPAIGN_RECORDS",
     "LOCAL_MODELS",
     "METHODS",
     "OFFICIAL_SCENARIOS",

@@ -43,7 +43,7 @@ from ._outputs import stamp_run_log, write_outputs
 from ._scenario import Scenario
 from ._schedule import Plan
 from ._services import start_learner, start_upstream
-from ._spec import RECORDS, CampaignSpec, RunDir, Submission
+from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
 from .records import (
     AllocationRaised,
@@ -102,7 +102,7 @@ async def _run(
         # the meter then writes off, as `lost`, what it left in flight (docs/design/meters.md).
         async with open_campaign_tree(
             run.journal,
-            RECORDS,
+            CAMPAIGN_RECORDS,
             spec.allocation_usd,
             ledger=run.root / "ledger.jsonl",
             budget=budget,

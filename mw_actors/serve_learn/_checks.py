@@ -27,7 +27,7 @@ from ._methods import make_method
 from ._scenario import Scenario, read_scenario
 from ._schedule import Plan, plan
 from ._slb import importable, slb_available, slb_missing
-from ._spec import LOCAL_MODELS, RECORDS, CampaignSpec, RunDir, Submission
+from ._spec import CAMPAIGN_RECORDS, LOCAL_MODELS, CampaignSpec, RunDir, Submission
 from .records import (
     AllocationRaised,
     CampaignEnded,
@@ -109,7 +109,7 @@ def read_journaled(run_root: Path) -> Journaled:
     ended: CampaignEnded | None = None
     episodes = 0
     allocation: Decimal | None = None
-    for entry in read_journal(journal, RECORDS):
+    for entry in read_journal(journal, CAMPAIGN_RECORDS):
         rec = entry.rec
         if isinstance(rec, CampaignStarted):
             started, allocation = rec, Decimal(rec.allocation_usd)

@@ -29,7 +29,7 @@ from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
 from ._services import start_upstream
-from ._spec import RECORDS, CampaignSpec, RunDir
+from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore
 from .records import CampaignStarted
 
@@ -67,7 +67,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
             f"{campaign.root} holds no campaign to test",
             hint="start it first: launch.sh SCENARIO (or mw serve-learn run)",
         )
-    records = [e.rec for e in read_journal(campaign.journal, RECORDS)]
+    records = [e.rec for e in read_journal(campaign.journal, CAMPAIGN_RECORDS)]
     began = next((r for r in records if isinstance(r, CampaignStarted)), None)
     if began is None or began.scenario != spec.scenario:
         raise ConfigError(
@@ -94,7 +94,10 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         # One budget for every meter of the run (host, judge), kept by a reserver journaled
         # with the run's episodes and rebuilt from its ledger, as a campaign's is.
         async with open_campaign_tree(
-            manual.journal, RECORDS, spec.allocation_usd, ledger=manual.root / "ledger.jsonl"
+            manual.journal,
+            CAMPAIGN_RECORDS,
+            spec.allocation_usd,
+            ledger=manual.root / "ledger.jsonl",
         ) as tree:
             await end_interrupted(shared, tree.journal, interrupted)
             tested, skipped, earlier = await _test_ready_windows(shared, tree)

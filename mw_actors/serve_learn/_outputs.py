@@ -24,7 +24,7 @@ from ._methods import Method, make_method
 from ._protocol import episode_record
 from ._scenario import Task, read_scenario
 from ._schedule import Plan
-from ._spec import RECORDS, CampaignSpec, RunDir
+from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from .records import (
     BlockLearned,
     EpisodeEnded,
@@ -108,7 +108,7 @@ def _row(spec: CampaignSpec, method: Method, rec: EpisodeEnded, task: Task) -> d
 
 def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
     """Results JSONL (the benchmark runner's rows), the final card, the learner's ledger summary."""
-    entries = read_journal(run.journal, RECORDS)
+    entries = read_journal(run.journal, CAMPAIGN_RECORDS)
     ended = [e.rec for e in entries if isinstance(e.rec, EpisodeEnded)]
     ended.sort(key=lambda r: (r.phase != "serving", r.window, r.timestamp, r.task_id))
     method = make_method(spec.method)

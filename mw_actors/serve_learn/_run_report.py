@@ -34,7 +34,7 @@ from mw_errors import ConfigError
 from .._core import Entry, read_journal
 from .._svg import Bars, Series, bar_chart, line_chart
 from ._score import score_file
-from ._spec import RECORDS
+from ._spec import CAMPAIGN_RECORDS
 from .records import BlockLearned, CampaignEnded, CampaignStarted, EpisodeEnded, WindowTested
 
 __all__ = [
@@ -196,7 +196,7 @@ def build_run_report(root: Path) -> RunReport:
         raise ConfigError(
             f"{root} holds no campaign (no journal/)", hint="pass a run directory: $MW_RUNS/TAG"
         )
-    entries: list[Entry] = read_journal(journal, RECORDS)
+    entries: list[Entry] = read_journal(journal, CAMPAIGN_RECORDS)
     records = [e.rec for e in entries]
     started = next((e for e in entries if isinstance(e.rec, CampaignStarted)), None)
     if started is None:

@@ -32,13 +32,13 @@ from .records import (
     SERVE_LEARN_RECORDS,
 )
 
-__all__ = ["LOCAL_MODELS", "RECORDS", "CampaignSpec", "RunDir", "Submission"]
+__all__ = ["CAMPAIGN_RECORDS", "LOCAL_MODELS", "CampaignSpec", "RunDir", "Submission"]
 
 
 # What the campaign's own provider plays: the host by the synthetic script, the learner
 # by the synthetic learner. Any other model is remote (see ._backends).
 LOCAL_MODELS = ("local/scripted",)
-RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]
+CAMPAIGN_RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS]  # what a campaign journal holds
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ._methods import Method, Session, make_method
 from ._protocol import episode_record
 from ._scenario import Scenario, Task
 from ._schedule import Plan
-from ._spec import RECORDS, CampaignSpec, RunDir
+from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from ._worldmodel import Served
 from .records import (
     BlockLearned,
@@ -144,13 +144,13 @@ def restore(shared: Shared, *, checkpoints: RunDir | None = None) -> list[Episod
     if checkpoints is not None:
         shared.versions = Versions(checkpoints.checkout / "versions" / "v0")
         if checkpoints.journal.is_dir():
-            for entry in read_journal(checkpoints.journal, RECORDS):
+            for entry in read_journal(checkpoints.journal, CAMPAIGN_RECORDS):
                 if isinstance(entry.rec, BlockLearned):
                     shared.versions.publish(entry.rec.version, source.version_dir(entry.rec.digest))
     if not shared.run.journal.is_dir():
         return []
     started: list[EpisodeStarted] = []
-    for entry in read_journal(shared.run.journal, RECORDS):
+    for entry in read_journal(shared.run.journal, CAMPAIGN_RECORDS):
         rec = entry.rec
         if isinstance(rec, EpisodeStarted):
             started.append(rec)
