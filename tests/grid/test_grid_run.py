@@ -7,6 +7,7 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import meters
@@ -18,6 +19,7 @@ from mw_actors.grid import (
     grid_status,
     leaderboard_csv,
     load_grid,
+    read_cell,
     run_grid,
 )
 from mw_actors.grid._budget import CellBudget
@@ -81,6 +83,10 @@ async def test_each_cell_is_what_serve_learn_run_writes_and_a_rerun_runs_nothing
     ledgers = [single.root / "ledger.jsonl", single.root / "learner" / "ledger.jsonl"]
     lines = [x for path in ledgers if path.exists() for x in meters.read_ledger(path)]
     assert lines and Decimal(outcomes[0].cost_usd) == sum(Decimal(x.cost_usd) for x in lines)
+    # The cell reader reads the lone run too (its journal holds its own budget's
+    # records), and finds the same scores and spend.
+    solo = read_cell(alone, msgspec.structs.replace(cell, tag="solo"))
+    assert msgspec.structs.replace(solo, tag=cell.tag) == outcomes[0]
     # The leaderboard is on disk, and rebuilt the same from the cells' files.
     assert place.leaderboard.read_text() == leaderboard_csv(outcomes)
     again = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
