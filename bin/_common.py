@@ -9,11 +9,23 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-__all__ = ["absolute_path", "bwrap_override", "configure_logging", "git_commit", "run_command"]
+from mw_errors import ConfigError
+
+if TYPE_CHECKING:
+    from mw_actors.editing import CampaignOptions, Loaded
+
+__all__ = [
+    "absolute_path",
+    "bwrap_override",
+    "configure_logging",
+    "editing_options",
+    "git_commit",
+    "run_command",
+]
 
 
 def configure_logging(verbose: bool) -> None:
@@ -106,3 +118,31 @@ def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] 
     except KeyboardInterrupt:
         return 130
     return status
+
+
+def editing_options(local_trusted: bool = False, loaded: Loaded | None = None) -> CampaignOptions:
+    """A weight-editing run's options; the policy's credential is read from its named variable.
+
+    Raises:
+        ConfigError: the policy's credential variable is not set.
+    """
+    from mw_actors.editing import CampaignOptions, load_policy
+
+    secrets = {}
+    ref = loaded.config.runtime.policy if loaded is not None else None
+    if loaded is not None and ref is not None:
+        name = load_policy(loaded.resolve(ref.path)).credential_env
+        value = os.environ.get(name)
+        if value is None:
+            raise ConfigError(
+                f"environment variable {name} is not set; the editing policy's requests need it",
+                hint=f"export {name}=... (the wire meter injects it; it is never written down)",
+            )
+        secrets[name] = value
+    return CampaignOptions(
+        local_trusted=local_trusted,
+        bwrap=bwrap_override(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        git_commit=git_commit(),
+        secrets=secrets,
+    )

@@ -13,7 +13,7 @@ from typing import Any
 
 from mw_errors import ConfigError
 
-from ._common import absolute_path, bwrap_override, git_commit, run_command
+from ._common import absolute_path, bwrap_override, editing_options, git_commit, run_command
 
 DEFAULT_RUNS = "~/code/metaworld-runs"
 
@@ -446,7 +446,9 @@ def _grid_run(args: argparse.Namespace) -> int:
     import msgspec
 
     from meters import parse_usd
+    from mw_actors.editing import load_config
     from mw_actors.grid import (
+        EditGridSpec,
         GridPlace,
         LocalExecutor,
         RayExecutor,
@@ -458,20 +460,27 @@ def _grid_run(args: argparse.Namespace) -> int:
     grid = load_grid(args.grid)
     if args.allocation is not None:
         grid = msgspec.structs.replace(grid, allocation_usd=parse_usd(args.allocation))
+    editing = None
+    if isinstance(grid, EditGridSpec):  # its cells run as `wsm benchmark run` runs them
+        editing = editing_options(args.local_trusted, load_config(Path(grid.config)))
+    elif args.local_trusted:
+        raise ConfigError("--local-trusted is for an editing grid", hint="drop it")
     runs = _runs_dir(args.runs or grid.runs)
     parallel = args.max_parallel or grid.max_parallel or 1
     if args.executor == "ray":
         ray = RayExecutor(parallel, address=args.address)
         ray.connect()  # in the main thread: Ray installs signal handlers
         try:
-            outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=ray))
+            run = partial(run_grid, grid, runs, os.environ, executor=ray, editing=editing)
+            outcomes = anyio.run(run)
         finally:
             ray.close()
     else:
         if args.address:
             raise ConfigError("--address names a Ray cluster", hint="add --executor ray")
         local = LocalExecutor(parallel)
-        outcomes = anyio.run(partial(run_grid, grid, runs, os.environ, executor=local))
+        run = partial(run_grid, grid, runs, os.environ, executor=local, editing=editing)
+        outcomes = anyio.run(run)
     text, all_ended = describe_run(outcomes, GridPlace(runs, grid.tag).leaderboard)
     print(text)
     return 0 if all_ended else 1
@@ -488,7 +497,11 @@ def _grid_status(args: argparse.Namespace) -> int:
 def _grid_report(args: argparse.Namespace) -> int:
     from mw_actors import grid as grids
 
-    outcomes = grids.grid_outcomes_now(_runs_dir(args.runs), _tag(args.tag))
+    runs = _runs_dir(args.runs)
+    outcomes = grids.grid_outcomes_now(runs, _tag(args.tag))
+    # An editing cell's report is rebuilt from its evidence first: a changed checkpoint,
+    # receipt or grade refuses the leaderboard, as `wsm benchmark report` refuses the run.
+    grids.verify_edit_cells(grids.GridPlace(runs, args.tag).cells, outcomes)
     if args.html:
         print(grids.leaderboard_html(outcomes, title=f"grid {args.tag}"), end="")
     elif args.markdown:
@@ -716,6 +729,11 @@ def _parser() -> argparse.ArgumentParser:
     grid_run.add_argument("--address", help="ray: the cluster's address (default: a local one)")
     grid_run.add_argument("--max-parallel", type=int, help="cells at once (default 1)")
     grid_run.add_argument("--allocation", metavar="USD", help="the grid's total, over its file's")
+    grid_run.add_argument(
+        "--local-trusted",
+        action="store_true",
+        help="an editing grid whose runtime.backend is local: run its edits without isolation",
+    )
     grid_run.set_defaults(func=_grid_run)
     for name, func, text in (
         ("status", _grid_status, "each cell's state, progress, scores and spend"),

@@ -12,43 +12,12 @@ Flags and environment (OMP_NUM_THREADS, MW_BWRAP) are read here once.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from mw_errors import ConfigError
-
-from ._common import absolute_path, bwrap_override, git_commit, run_command
-
-if TYPE_CHECKING:
-    from mw_actors.editing import CampaignOptions, Loaded
-
-
-def _options(local_trusted: bool = False, loaded: Loaded | None = None) -> CampaignOptions:
-    """The run's options; the policy's credential is read from its named variable, here only."""
-    from mw_actors.editing import CampaignOptions, load_policy
-
-    secrets = {}
-    ref = loaded.config.runtime.policy if loaded is not None else None
-    if loaded is not None and ref is not None:
-        name = load_policy(loaded.resolve(ref.path)).credential_env
-        value = os.environ.get(name)
-        if value is None:
-            raise ConfigError(
-                f"environment variable {name} is not set; the editing policy's requests need it",
-                hint=f"export {name}=... (the wire meter injects it; it is never written down)",
-            )
-        secrets[name] = value
-    return CampaignOptions(
-        local_trusted=local_trusted,
-        bwrap=bwrap_override(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        git_commit=git_commit(),
-        secrets=secrets,
-    )
+from ._common import absolute_path, editing_options, run_command
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -79,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     from mw_actors.editing import build_report, load_config, render_json, run_campaign
 
     loaded = load_config(args.config)
-    options = _options(args.local_trusted, loaded)
+    options = editing_options(args.local_trusted, loaded)
     if args.local_trusted:
         print(
             "wsm: --local-trusted: edits run WITHOUT isolation; the records say so", file=sys.stderr
@@ -109,7 +78,7 @@ def _regrade(args: argparse.Namespace) -> int:
 
     from mw_actors.editing import regrade
 
-    outcome = anyio.run(partial(regrade, Path(args.run), args.trial_id, _options()))
+    outcome = anyio.run(partial(regrade, Path(args.run), args.trial_id, editing_options()))
     sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(outcome), indent=2) + b"\n")
     comparison = outcome.comparison
     if comparison is not None and not comparison.matches:

@@ -32,6 +32,7 @@ import anyio
 import msgspec
 import structlog
 
+import meters
 from meters import (
     Blocked,
     Budget,
@@ -59,7 +60,7 @@ from .._core import Actor, ActorContext, ActorRef, ChildSpec, Journal, Superviso
 from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
 from .._metering import ledger_lines, start_meter
-from .._reserver import BUDGET_RECORDS, ReserverClient
+from .._reserver import BUDGET_RECORDS
 from ._actions import load_actions
 from ._config import Grading, Loaded, Trial
 from ._datasets import read_cases, split
@@ -272,13 +273,13 @@ class TrialScheduler(Actor[Any]):
         layout: RunLayout,
         options: CampaignOptions,
         *,
-        reserver: ActorRef[Any],
+        reserver: meters.Reserver,
         grader: ActorRef[GradeJob],
         meters: SupervisorRef,
         done: anyio.Event,
     ) -> None:
         self.loaded = loaded
-        self.reserver = ReserverClient(reserver)
+        self.reserver = reserver  # the campaign's budget (or a grid's)
         self.meters = meters  # where a trial's policy meter runs: the tree's root
         self.grader = grader
         self.layout = layout
@@ -308,6 +309,7 @@ class TrialScheduler(Actor[Any]):
                 trials=[t.id for t in trials],
                 allocation_usd=usd(self.loaded.allocation),
                 tolerance=config.grading.tolerance,
+                seed=config.seed,
             )
         )
         completed = 0
@@ -450,6 +452,7 @@ class TrialScheduler(Actor[Any]):
                 journal=self.journal,
                 python=self.options.python,
                 threads=self.loaded.config.grading.threads,
+                seed=self.loaded.config.seed,
             )
             await ctx.restore()
             if trial.arm == "scripted":
@@ -553,8 +556,17 @@ async def probe_sandbox(options: CampaignOptions) -> None:
             )
 
 
-async def run_campaign(loaded: Loaded, output: Path, options: CampaignOptions) -> RunLayout:
+async def run_campaign(
+    loaded: Loaded,
+    output: Path,
+    options: CampaignOptions,
+    *,
+    budget: meters.Reserver | None = None,
+) -> RunLayout:
     """Run every trial of ``loaded`` into the new directory ``output``.
+
+    ``budget``, if given, is what the trials reserve their envelopes from instead
+    of the campaign's own reserver: a grid's one budget, shared by its cells.
 
     Raises:
         ConfigError: the output exists, an input is unsound, or the runtime cannot run.
@@ -585,7 +597,7 @@ async def run_campaign(loaded: Loaded, output: Path, options: CampaignOptions) -
         children=[ChildSpec(id="grader", start=lambda: Grader(options))],
     )
     with campaign_lock(layout.root):
-        await _run_tree(loaded, layout, options, campaign, done)
+        await _run_tree(loaded, layout, options, campaign, done, budget)
     return layout
 
 
@@ -595,10 +607,11 @@ async def _run_tree(
     options: CampaignOptions,
     campaign_spec: SupervisorSpec,
     done: anyio.Event,
+    budget: meters.Reserver | None,
 ) -> None:
     records = [*BUDGET_RECORDS, *EDITING_RECORDS]
     async with open_campaign_tree(
-        layout.journal, records, loaded.allocation, campaign=campaign_spec
+        layout.journal, records, loaded.allocation, campaign=campaign_spec, budget=budget
     ) as tree:
         campaign = await tree.campaign()
         grader = await campaign.child("grader")
@@ -608,7 +621,7 @@ async def _run_tree(
                 loaded,
                 layout,
                 options,
-                reserver=tree.reserver,
+                reserver=tree.budget,
                 grader=grader,
                 meters=tree.runtime.root,
                 done=done,

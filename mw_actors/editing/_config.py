@@ -111,6 +111,7 @@ class BenchmarkConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     datasets: list[Dataset]
     arms: list[Arm]
     repeats: int = 1
+    seed: int | None = None  # the edits' WSM_SEED (a grid's seeds); None: not set
     labels: list[str] = []
     limits: Limits = Limits()
     runtime: RuntimeSpec = RuntimeSpec()
@@ -207,6 +208,8 @@ def _check(config: BenchmarkConfig, source: str) -> None:
             f"{source}: the agent arm needs exactly one of runtime.actions "
             "(the synthetic agent) and runtime.policy (an LLM policy file)"
         )
+    if config.seed is not None and not 0 <= config.seed < 2**32:
+        raise ConfigError(f"{source}: seed={config.seed} must be in 0..2**32-1")
     if not 1 <= config.repeats <= 9999:
         raise ConfigError(f"{source}: repeats={config.repeats} must be in 1..9999")
     limits = config.limits

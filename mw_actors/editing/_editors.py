@@ -53,13 +53,14 @@ class EditContext:
         journal: Journal,
         python: str = sys.executable,
         threads: int = 1,
+        seed: int | None = None,
     ) -> None:
         self.trial_id = trial_id
         self.sandbox = sandbox
         self.original = original
         self.journal = journal
         self.python = python
-        self.env = sandbox_env(threads)
+        self.env = sandbox_env(threads, seed)
 
     async def restore(self) -> None:
         """Put the original weights into scratch (the start, and ``undo``)."""
@@ -103,9 +104,16 @@ class EditContext:
         return step
 
 
-def sandbox_env(threads: int) -> dict[str, str]:
-    """The whole environment of a sandboxed editing program."""
-    return {"OMP_NUM_THREADS": str(threads), "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+def sandbox_env(threads: int, seed: int | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed editing program.
+
+    A config's ``seed``, if it has one, is ``WSM_SEED``: what an edit that draws
+    random numbers seeds them from, so a grid's seeds are distinct trials.
+    """
+    env = {"OMP_NUM_THREADS": str(threads), "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    if seed is not None:
+        env["WSM_SEED"] = str(seed)
+    return env
 
 
 async def run_scripted(ctx: EditContext, script: str) -> None:

@@ -68,12 +68,15 @@ MODEL_CONFIG = {
 
 DAMAGE = """\
 # Damage the weights: add seeded noise to the token embeddings (tied to the output head).
+import os
+
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
 weights = load_file("model.safetensors")
 name = "model.embed_tokens.weight"
-noise = np.random.default_rng(1234).normal(0.0, 0.5, weights[name].shape)
+seed = int(os.environ.get("WSM_SEED", "1234"))  # a grid's seed, if the trial has one
+noise = np.random.default_rng(seed).normal(0.0, 0.5, weights[name].shape)
 weights[name] = (weights[name] + noise).astype(weights[name].dtype)
 save_file(weights, "model.safetensors", metadata={"format": "pt"})
 print("damaged", name)

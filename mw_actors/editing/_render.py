@@ -28,6 +28,7 @@ def render_markdown(report: Report) -> str:
         f"- runtime: {report.backend} (isolated: {_verdict(report.isolated)})",
         f"- finished: {_verdict(report.finished)}",
         f"- config sha256: `{report.config_sha256}`",
+        *([] if report.seed is None else [f"- seed (WSM_SEED): {report.seed}"]),
         "",
         "## Arms",
         "",
@@ -177,6 +178,7 @@ def render_html(report: Report) -> str:
         for t in report.trials
     )
     c = report.checks
+    seed = "" if report.seed is None else f"; seed (WSM_SEED) {report.seed}"
     # A small campaign's trials are open to read; a large one's open on a click.
     opened = len(report.trials) <= 6
     walkthroughs = "".join(_walkthrough(t, opened=opened) for t in report.trials)
@@ -191,7 +193,7 @@ padding: 4px 8px; margin: 2px 0; white-space: pre-wrap; }} .steps li {{ margin-b
 .arg, .out {{ color: #555; font-size: 13px; }}
 </style></head><body>
 <h1>wsm benchmark: {html.escape(report.campaign)}</h1>
-<p class="labels">labels: {html.escape(", ".join(report.labels) or "none")}</p>
+<p class="labels">labels: {html.escape(", ".join(report.labels) or "none")}{seed}</p>
 <p>Three arms edit the same student: <b>baseline</b> leaves the weights as they are,
 <b>scripted</b> applies a frozen edit, <b>agent</b> edits through tool calls. Each export is
 graded in a separate process on the private task partition and on a regression partition

@@ -126,6 +126,7 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     arms: dict[str, ArmSummary]
     checks: Checks
     budget: Budget
+    seed: int | None = None  # the trials' WSM_SEED (a grid cell's seed), if the config set one
 
 
 class RunEvidence(msgspec.Struct, frozen=True):
@@ -246,6 +247,7 @@ def build_report(run: Path) -> Report:
             reserved_usd=format(reserved_total, "f"),
             spent_usd=format(settled_total, "f"),
         ),
+        seed=started.seed,
     )
 
 

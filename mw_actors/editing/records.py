@@ -49,6 +49,7 @@ class CampaignStarted(Record, tag="editing.campaign_started", frozen=True):
     trials: list[str]
     allocation_usd: str
     tolerance: float | None
+    seed: int | None = None  # the config's WSM_SEED, if it has one
 
 
 class TrialStarted(Record, tag="editing.trial_started", frozen=True):

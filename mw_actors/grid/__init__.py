@@ -1,4 +1,4 @@
-"""Campaign grids: scenarios x methods x models, one budget, a leaderboard.
+"""Campaign grids: scenarios x methods x models (or students x arms x seeds), one budget.
 
 A grid file names the cells (:func:`load_grid`); :func:`run_grid` runs each
 cell as an ordinary serve-and-learn campaign, through an executor, all of them
@@ -8,6 +8,15 @@ docs/design/grid.md.
 """
 
 from ._cells import CellOutcome, read_cell
+from ._editing import (
+    EditCell,
+    EditGridSpec,
+    EditJob,
+    EditOutcome,
+    TaskLosses,
+    read_edit_cell,
+    verify_edit_cells,
+)
 from ._ray import RayExecutor
 from ._report import (
     Leaderboard,
@@ -32,6 +41,7 @@ from ._run import (
     in_grid_order,
     read_grid,
     run_grid,
+    run_job,
 )
 from ._spec import Cell, GridSpec, cell_tag, load_grid
 from ._view import attach_grid, grid_frame, grid_outcomes_now, grid_status_now, render_grid
@@ -42,6 +52,10 @@ __all__ = [
     "Cell",
     "CellJob",
     "CellOutcome",
+    "EditCell",
+    "EditGridSpec",
+    "EditJob",
+    "EditOutcome",
     "Executor",
     "GridPlace",
     "GridRun",
@@ -49,6 +63,7 @@ __all__ = [
     "Leaderboard",
     "LocalExecutor",
     "RayExecutor",
+    "TaskLosses",
     "attach_grid",
     "cell_tag",
     "curve_svg",
@@ -67,8 +82,11 @@ __all__ = [
     "leaderboard_markdown",
     "load_grid",
     "read_cell",
+    "read_edit_cell",
     "read_grid",
     "render_grid",
     "run_grid",
+    "run_job",
     "setting_column",
+    "verify_edit_cells",
 ]

@@ -42,11 +42,10 @@ import structlog
 import meters
 from mw_errors import ConfigError, MwError
 
-from ..serve_learn import CampaignSpec, run_campaign
+from ..serve_learn import CampaignSpec
 from ._budget import CellBudget
-from ._cells import ENDED, read_cell
-from ._run import CellJob, GridRun, in_grid_order
-from ._spec import Cell
+from ._cells import ENDED
+from ._run import CellJob, GridRun, in_grid_order, outcome_of, run_job
 from .records import CellEnded, CellStarted
 
 __all__ = ["RayExecutor", "import_ray"]
@@ -126,16 +125,16 @@ class RelayBudget:
         return await self._ask("open_reservations")
 
 
-def _run_cell(spec: CampaignSpec, cell: Cell, relay: Any) -> str:
-    """One cell's campaign, in a Ray worker; the state it ended in.
+def _run_cell(job: CellJob, relay: Any) -> None:
+    """One cell's campaign, in a Ray worker (the driver reads how it ended from its files).
 
-    A retry after a dead worker finds the cell's run directory and resumes it.
+    A retry after a dead worker finds the cell's run directory and resumes it (an
+    editing cell: sets the interrupted attempt aside and runs a new one).
     """
-    if (spec.runs / spec.tag).exists():
-        spec = dataclasses.replace(spec, resume=True)
-    budget = CellBudget(RelayBudget(relay), cell.tag)
-    anyio.run(partial(run_campaign, spec, budget=budget))
-    return read_cell(spec.runs, cell).state
+    spec = job.spec
+    if isinstance(spec, CampaignSpec) and (spec.runs / spec.tag).exists():
+        job = dataclasses.replace(job, spec=dataclasses.replace(spec, resume=True))
+    anyio.run(run_job, job, CellBudget(RelayBudget(relay), job.cell.tag))
 
 
 class RayExecutor:
@@ -203,10 +202,13 @@ class RayExecutor:
     async def _cell(self, run: GridRun, job: CellJob, *, cell_task: Any, relay: Any) -> None:
         tag = job.cell.tag
         await run.journal.append(CellStarted(cell=tag, resume=job.resume))
-        ref = cell_task.remote(job.spec, job.cell, relay)
+        ref = cell_task.remote(job, relay)
         reason: str | None = None
+        state: Any
         try:
-            state = await anyio.to_thread.run_sync(self.ray.get, ref, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(self.ray.get, ref, abandon_on_cancel=True)
+            outcome = await anyio.to_thread.run_sync(outcome_of, run.grid, run.place, job.cell)
+            state = outcome.state
         except self.ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             reason = cause.render() if isinstance(cause, MwError) else str(exc).splitlines()[0]

@@ -8,6 +8,9 @@ benchmark's rule: Avg. H over the nine Hidden scores, Avg. F over the six
 Retail and Banking Fully Specified scores, blank unless all are present. A
 cell whose campaign has no end record reads ``unknown``, never a score. Cost
 is every ledger line of the row's cells: host, learner and judge.
+
+An editing grid's leaderboard has a row per (student, arm) and each task's
+losses over the seeds (see ._editing.edit_leaderboard).
 """
 
 from __future__ import annotations
@@ -20,13 +23,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-import msgspec
-
 import meters
 
-from .._svg import Series, line_chart
+from .._svg import Bars, Series, bar_chart, line_chart
 from ..serve_learn import OFFICIAL_SCENARIOS
 from ._cells import ENDED, CellOutcome
+from ._editing import EditOutcome, edit_leaderboard
 
 __all__ = [
     "Leaderboard",
@@ -69,8 +71,17 @@ def _score(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
-def leaderboard(outcomes: Sequence[CellOutcome]) -> Leaderboard:
-    """The leaderboard of ``outcomes``: rows in the grid's order of models, then methods."""
+def leaderboard(outcomes: Sequence[CellOutcome | EditOutcome]) -> Leaderboard:
+    """The leaderboard of ``outcomes``: rows in the grid's order of models, then methods.
+
+    An editing grid's: rows (student, arm), each task's losses over the seeds.
+    """
+    if outcomes and isinstance(outcomes[0], EditOutcome):
+        return Leaderboard(*edit_leaderboard([o for o in outcomes if isinstance(o, EditOutcome)]))
+    return _serve_learn_board([o for o in outcomes if isinstance(o, CellOutcome)])
+
+
+def _serve_learn_board(outcomes: Sequence[CellOutcome]) -> Leaderboard:
     scenarios = list(dict.fromkeys(o.scenario for o in outcomes))
     settings = [(s, c) for s in scenarios for c in _categories(s)]
     columns = [
@@ -121,7 +132,7 @@ def _mean(values: list[float | None]) -> str:
     return _score(sum(present) / len(values)) if len(present) == len(values) else ""
 
 
-def leaderboard_csv(outcomes: Sequence[CellOutcome]) -> str:
+def leaderboard_csv(outcomes: Sequence[CellOutcome | EditOutcome]) -> str:
     """The leaderboard as ``leaderboard.csv``: a header line, then a row per (model, method)."""
     board = leaderboard(outcomes)
     out = io.StringIO()
@@ -131,11 +142,14 @@ def leaderboard_csv(outcomes: Sequence[CellOutcome]) -> str:
     return out.getvalue()
 
 
-def leaderboard_markdown(outcomes: Sequence[CellOutcome]) -> str:
+_NAMES = ("model", "method", "student", "arm")  # a row's name columns (left-aligned)
+
+
+def leaderboard_markdown(outcomes: Sequence[CellOutcome | EditOutcome]) -> str:
     board = leaderboard(outcomes)
     lines = [
         "| " + " | ".join(board.columns) + " |",
-        "|" + "|".join("---" if c in ("model", "method") else "---:" for c in board.columns) + "|",
+        "|" + "|".join("---" if c in _NAMES else "---:" for c in board.columns) + "|",
     ]
     lines += ["| " + " | ".join(row[c] or "-" for c in board.columns) + " |" for row in board.rows]
     return "\n".join(lines) + "\n"
@@ -162,36 +176,84 @@ def curve_svg(cell: CellOutcome) -> str:
     return line_chart(series, x_label="window", y_label="score", y_max=100, width=320, height=170)
 
 
-def leaderboard_html(outcomes: Sequence[CellOutcome], *, title: str) -> str:
-    """A self-contained page: the table, and each cell's state, progress and spend."""
+def _cells(values: Sequence[str], tag: str) -> str:
+    return "".join(f"<{tag}>{html.escape(v or '-')}</{tag}>" for v in values)
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    body = "".join(f"<tr>{_cells(row, 'td')}</tr>" for row in rows)
+    return f"<table><thead><tr>{_cells(columns, 'th')}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _losses_svg(board: Leaderboard) -> str:
+    """Each (student, arm) row's mean task loss per task, as grouped bars."""
+    tasks = [c.removesuffix("_task_loss") for c in board.columns if c.endswith("_task_loss")]
+    groups = [f"{r['student']} · {r['arm']}" for r in board.rows]
+    series = []
+    for task in tasks:
+        values = [_float(r[f"{task}_task_loss"]) for r in board.rows]
+        series.append((task, values))
+    tips = [
+        [
+            f"{r['student']} {r['arm']}: {task} loss {r[f'{task}_task_loss'] or '-'} "
+            f"(sd {r[f'{task}_task_loss_sd'] or '-'}, {r['seeds']} seeds)"
+            for r in board.rows
+        ]
+        for task in tasks
+    ]
+    return bar_chart(Bars(groups, series, tips), x_label="student · arm", y_label="task loss")
+
+
+def _float(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def leaderboard_html(outcomes: Sequence[CellOutcome | EditOutcome], *, title: str) -> str:
+    """A self-contained page: the table, and each cell's state, progress and spend.
+
+    A serve-and-learn grid's adds each cell's learning curve; an editing grid's, its
+    rows' task losses as bars.
+    """
     board = leaderboard(outcomes)
-
-    def cells(values: Sequence[str], tag: str) -> str:
-        return "".join(f"<{tag}>{html.escape(v or '-')}</{tag}>" for v in values)
-
-    head = cells(board.columns, "th")
-    body = "".join(f"<tr>{cells([r[c] for c in board.columns], 'td')}</tr>" for r in board.rows)
-    detail = "".join(
-        "<tr>"
-        + cells(
-            [
-                o.tag,
-                o.state,
-                f"{o.served}/{o.serving_total if o.serving_total is not None else '?'}",
-                str(o.tested),
-                o.cost_usd,
-            ],
-            "td",
+    table = _table(board.columns, [[r[c] for c in board.columns] for r in board.rows])
+    edits = [o for o in outcomes if isinstance(o, EditOutcome)]
+    runs = [o for o in outcomes if isinstance(o, CellOutcome)]
+    if edits:
+        detail = _table(
+            ["cell", "state", "trials ended", "attempts set aside", "cost (USD)"],
+            [[o.tag, o.state, f"{o.ended}/{o.trials}", str(o.attempts), o.cost_usd] for o in edits],
         )
-        + "</tr>"
-        for o in outcomes
-    )
-    curves = "".join(
-        f"<figure><figcaption>{html.escape(o.scenario)} · {html.escape(o.method)} · "
-        f"{html.escape(o.model)} <span class='state'>({html.escape(o.state)})</span>"
-        f"</figcaption>{curve_svg(o)}</figure>"
-        for o in outcomes
-    )
+        figures = (
+            "<h2>Task losses</h2><p>each row's mean private-partition loss over its seeds "
+            f"(lower is better; hover a bar for its spread)</p>{_losses_svg(board)}"
+        )
+    else:
+        detail = _table(
+            ["cell", "state", "served", "tested", "cost (USD)"],
+            [
+                [
+                    o.tag,
+                    o.state,
+                    f"{o.served}/{o.serving_total if o.serving_total is not None else '?'}",
+                    str(o.tested),
+                    o.cost_usd,
+                ]
+                for o in runs
+            ],
+        )
+        curves = "".join(
+            f"<figure><figcaption>{html.escape(o.scenario)} · {html.escape(o.method)} · "
+            f"{html.escape(o.model)} <span class='state'>({html.escape(o.state)})</span>"
+            f"</figcaption>{curve_svg(o)}</figure>"
+            for o in runs
+        )
+        figures = (
+            "<h2>Learning curves</h2><p>each tested window's score, on the checkpoint from its "
+            f"boundary (hover a point for its tests)</p>{curves}"
+        )
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
@@ -202,17 +264,16 @@ def leaderboard_html(outcomes: Sequence[CellOutcome], *, title: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
         f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        "<h2>Cells</h2><table><thead><tr><th>cell</th><th>state</th><th>served</th>"
-        f"<th>tested</th><th>cost (USD)</th></tr></thead><tbody>{detail}</tbody></table>"
-        "<h2>Learning curves</h2><p>each tested window's score, on the checkpoint from its "
-        f"boundary (hover a point for its tests)</p>{curves}"
-        "</body></html>\n"
+        f"{table}<h2>Cells</h2>{detail}{figures}</body></html>\n"
     )
 
 
 def grid_status(
-    tag: str, outcomes: Sequence[CellOutcome], allocation: Decimal, *, running: bool
+    tag: str,
+    outcomes: Sequence[CellOutcome | EditOutcome],
+    allocation: Decimal,
+    *,
+    running: bool,
 ) -> dict[str, Any]:
     """``mw grid status --json``: the grid's state, each cell, the spend against the budget."""
     states = {o.state for o in outcomes}
@@ -226,31 +287,16 @@ def grid_status(
         else "interrupted"
     )
     spend = sum((Decimal(o.cost_usd) for o in outcomes), Decimal(0))
-    return {
+    status = {
         "tag": tag,
         "state": state,
-        "cells": [
-            {
-                "tag": o.tag,
-                "scenario": o.scenario,
-                "method": o.method,
-                "model": o.model,
-                "state": o.state,
-                "hidden": o.hidden,
-                "fully_specified": o.fully_specified,
-                "cost_usd": o.cost_usd,
-                "hidden_so_far": o.hidden_so_far,
-                "fully_specified_so_far": o.fully_specified_so_far,
-                "served": o.served,
-                "serving_total": o.serving_total,
-                "tested": o.tested,
-                "windows": [msgspec.to_builtins(w) for w in o.windows],
-            }
-            for o in outcomes
-        ],
+        "cells": [o.status() for o in outcomes],
         "spend_usd": meters.usd(spend),
         "allocation_usd": meters.usd(allocation),
     }
+    if any(isinstance(o, EditOutcome) for o in outcomes):
+        status["kind"] = "editing"  # its cells' fields are an editing run's
+    return status
 
 
 def describe_status(status: dict[str, Any]) -> str:
@@ -260,6 +306,17 @@ def describe_status(status: dict[str, Any]) -> str:
         f"${status['allocation_usd']}"
     ]
     for cell in status["cells"]:
+        if "arm" in cell:  # an editing cell
+            losses = ", ".join(
+                f"{task} loss {v['task_loss']} (regression {v['regression_loss']})"
+                for task, v in cell["tasks"].items()
+            )
+            aside = f", {cell['attempts']} attempts set aside" if cell["attempts"] else ""
+            lines.append(
+                f"  {cell['tag']}: {cell['state']}, {cell['trials_ended']}/{cell['trials']} "
+                f"trials ended{aside}, {losses}, ${cell['cost_usd']}"
+            )
+            continue
         lines.append(
             f"  {cell['tag']}: {cell['state']}, {cell['served']}/{cell['serving_total']} "
             f"served, {cell['tested']} tested, hidden {cell['hidden']}, fully specified "
@@ -268,7 +325,9 @@ def describe_status(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def describe_run(outcomes: Sequence[CellOutcome], leaderboard_path: Any) -> tuple[str, bool]:
+def describe_run(
+    outcomes: Sequence[CellOutcome | EditOutcome], leaderboard_path: Any
+) -> tuple[str, bool]:
     """What ``mw grid run`` prints at its end, and whether every cell ended."""
     ended = sum(o.state in ENDED for o in outcomes)
     text = f"grid: {ended} of {len(outcomes)} cells ended\nleaderboard: {leaderboard_path}"

@@ -11,7 +11,8 @@
 The driver's journal (``<runs>/<grid>/grid-journal``) records the grid's start,
 each cell's start and end, and every reservation. Each cell is an ordinary
 serve-and-learn campaign in ``<runs>/<grid>/cells/<cell>``: its own journal,
-meters, ledgers and results, exactly what ``mw serve-learn run`` writes for it.
+meters, ledgers and results, exactly what ``mw serve-learn run`` writes for it
+(or, in an editing grid, what ``wsm benchmark run`` writes: see ._editing).
 
 Run again on the same grid, the driver skips the cells that ended and resumes
 the others from their journals: an episode a killed run left in flight ends
@@ -50,6 +51,7 @@ from .._core import (
 )
 from .._lock import LOCK_NAME, campaign_lock, is_locked
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
+from ..editing import CampaignOptions
 from ..serve_learn import (
     CampaignSpec,
     Flags,
@@ -60,7 +62,18 @@ from ..serve_learn import (
 )
 from ._budget import CellBudget
 from ._cells import ENDED, CellOutcome, cell_lines, read_cell
-from ._spec import Cell, GridSpec
+from ._editing import (
+    EditCell,
+    EditGridSpec,
+    EditJob,
+    EditOutcome,
+    check_edit_cells,
+    config_path,
+    edit_cell_lines,
+    read_edit_cell,
+    write_cell_configs,
+)
+from ._spec import AnyGrid, Cell, GridSpec
 from .records import GRID_RECORDS, CellEnded, CellStarted, GridEnded, GridStarted
 
 __all__ = [
@@ -74,6 +87,7 @@ __all__ = [
     "in_grid_order",
     "read_grid",
     "run_grid",
+    "run_job",
 ]
 
 log = structlog.get_logger("mw.grid")
@@ -96,16 +110,24 @@ class GridPlace:
 class CellJob:
     """One cell to run: its campaign, and whether that resumes one begun before."""
 
-    cell: Cell
-    spec: CampaignSpec
+    cell: Cell | EditCell
+    spec: CampaignSpec | EditJob
     resume: bool
+
+
+async def run_job(job: CellJob, budget: meters.Reserver) -> None:
+    """The job's campaign, its meters reserving from ``budget`` (the cell's view of it)."""
+    if isinstance(job.spec, EditJob):
+        await job.spec.run(budget)
+    else:
+        await run_campaign(job.spec, budget=budget)
 
 
 @dataclass
 class GridRun:
     """What an executor runs the cells of, and with."""
 
-    grid: GridSpec
+    grid: AnyGrid
     place: GridPlace
     jobs: list[CellJob]
     journal: Journal
@@ -132,7 +154,7 @@ class CellRun(Actor[Any]):
         journal = self.run_.journal
         await journal.append(CellStarted(cell=tag, resume=self.job.resume))
         try:
-            await run_campaign(self.job.spec, budget=CellBudget(self.run_.budget, tag))
+            await run_job(self.job, CellBudget(self.run_.budget, tag))
         except MwError as exc:
             log.warning("grid_cell_failed", cell=tag, error=exc.render())
             await self._end("failed", exc.render())
@@ -144,7 +166,9 @@ class CellRun(Actor[Any]):
         except Exception as exc:  # a bug: still the cell's one end record, then crash
             await self._end("failed", f"internal error: {type(exc).__name__}: {exc}")
             raise
-        outcome = await anyio.to_thread.run_sync(read_cell, self.run_.place.cells, self.job.cell)
+        outcome = await anyio.to_thread.run_sync(
+            outcome_of, self.run_.grid, self.run_.place, self.job.cell
+        )
         await self._end(outcome.state if outcome.state in ENDED else "failed", None)
 
     async def _end(self, state: Any, reason: str | None) -> None:
@@ -207,6 +231,9 @@ async def in_grid_order(
 
 
 def _flags(grid: GridSpec, cell: Cell) -> Flags:
+    settings = dict(grid.settings)
+    if "config" in settings:
+        settings["config"] = Path(settings["config"])
     return Flags(
         scenario=cell.scenario,
         method=cell.method,
@@ -215,15 +242,28 @@ def _flags(grid: GridSpec, cell: Cell) -> Flags:
         # Each cell may spend up to the grid's whole allocation; the grid's one budget,
         # which every cell reserves from, holds them all to it together.
         allocation=meters.usd(grid.allocation_usd),
-        **grid.settings,
+        **settings,
     )
 
 
-def _jobs(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> list[CellJob]:
+def outcome_of(grid: AnyGrid, place: GridPlace, cell: Cell | EditCell) -> CellOutcome | EditOutcome:
+    """``cell`` of ``grid`` as its run directory stands now."""
+    if isinstance(cell, EditCell):
+        assert isinstance(grid, EditGridSpec)
+        return read_edit_cell(place.cells, cell, grid.tasks)
+    return read_cell(place.cells, cell)
+
+
+def _jobs(
+    grid: AnyGrid,
+    place: GridPlace,
+    environ: Mapping[str, str],
+    editing: CampaignOptions | None,
+) -> list[CellJob]:
     """The cells still to run, each with its campaign spec (every check before any write)."""
     jobs = []
     for cell in grid.cells:
-        outcome = read_cell(place.cells, cell)
+        outcome = outcome_of(grid, place, cell)
         if outcome.state in ENDED:
             continue
         if outcome.state == "running":
@@ -234,7 +274,13 @@ def _jobs(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> list[
         # Resumed whenever its run directory exists: a driver killed as the campaign laid
         # it out, before its journal began, leaves the directory without a journal.
         resume = (place.cells / cell.tag).exists()
-        spec = launch_spec(_flags(grid, cell), environ, place.cells, cell.tag, resume=resume)
+        spec: CampaignSpec | EditJob
+        if isinstance(cell, EditCell):  # resumed: a new attempt, the interrupted one kept
+            assert editing is not None, "an editing grid's cells were checked with options"
+            spec = EditJob(cell.tag, config_path(place.root, cell), place.cells / cell.tag, editing)
+        else:
+            assert isinstance(grid, GridSpec)
+            spec = launch_spec(_flags(grid, cell), environ, place.cells, cell.tag, resume=resume)
         jobs.append(CellJob(cell, spec, resume))
     return jobs
 
@@ -246,12 +292,18 @@ def _started(place: GridPlace) -> GridStarted | None:
     return next((r for r in started if isinstance(r, GridStarted)), None)
 
 
-def _check_cells(grid: GridSpec, environ: Mapping[str, str]) -> None:
+def _check_cells(
+    grid: AnyGrid, environ: Mapping[str, str], editing: CampaignOptions | None
+) -> None:
     """Every cell checked as ``mw serve-learn run --check`` checks it, writing nothing.
 
     A cell's campaign is checked in a scratch runs directory, so a grid refused for
-    one bad cell leaves nothing behind.
+    one bad cell leaves nothing behind. An editing grid's cells are checked as
+    ``wsm benchmark preflight`` checks them.
     """
+    if isinstance(grid, EditGridSpec):
+        check_edit_cells(grid, editing)
+        return
     with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
         for cell in grid.cells:
             spec = launch_spec(_flags(grid, cell), environ, Path(scratch), cell.tag)
@@ -259,7 +311,12 @@ def _check_cells(grid: GridSpec, environ: Mapping[str, str]) -> None:
             check_campaign(spec)
 
 
-def _prepare(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> list[CellJob]:
+def _prepare(
+    grid: AnyGrid,
+    place: GridPlace,
+    environ: Mapping[str, str],
+    editing: CampaignOptions | None,
+) -> list[CellJob]:
     """Check the grid against what its journal began, and lay out its files."""
     began = _started(place)
     if began is not None:
@@ -279,9 +336,12 @@ def _prepare(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> li
         raise ConfigError(
             f"{place.root} exists and holds no grid", hint="give the grid another tag, or --runs"
         )
-    jobs = _jobs(grid, place, environ)
+    if isinstance(grid, EditGridSpec):
+        write_cell_configs(grid, place.root)
+    jobs = _jobs(grid, place, environ, editing)
     for job in jobs:
-        ensure_synthetic(job.spec.dataset, job.spec.scenario)
+        if isinstance(job.spec, CampaignSpec):
+            ensure_synthetic(job.spec.dataset, job.spec.scenario)
     place.cells.mkdir(parents=True, exist_ok=True)
     if not place.spec.exists():
         data = msgspec.json.format(msgspec.json.encode(grid), indent=2) + b"\n"
@@ -290,13 +350,17 @@ def _prepare(grid: GridSpec, place: GridPlace, environ: Mapping[str, str]) -> li
 
 
 async def run_grid(
-    grid: GridSpec,
+    grid: AnyGrid,
     runs: Path,
     environ: Mapping[str, str],
     *,
     executor: Executor,
-) -> list[CellOutcome]:
+    editing: CampaignOptions | None = None,
+) -> list[Any]:
     """Run (or resume) every cell of ``grid`` under ``runs``; each cell's outcome.
+
+    ``editing`` is how an editing grid's campaigns run (the sandbox, the policy's
+    credentials: what ``wsm benchmark run`` is given).
 
     Raises:
         ConfigError: a cell cannot run as given, the grid's journal began another grid,
@@ -304,10 +368,10 @@ async def run_grid(
     """
     place = GridPlace(runs, grid.tag)
     if not place.journal.is_dir():  # a new grid: nothing is written for one refused
-        await anyio.to_thread.run_sync(_check_cells, grid, environ)
+        await anyio.to_thread.run_sync(_check_cells, grid, environ, editing)
     place.root.mkdir(parents=True, exist_ok=True)
     with campaign_lock(place.root):
-        jobs = await anyio.to_thread.run_sync(_prepare, grid, place, environ)
+        jobs = await anyio.to_thread.run_sync(_prepare, grid, place, environ, editing)
         lines = await anyio.to_thread.run_sync(_all_lines, grid, place)
         root = SupervisorSpec(
             strategy="one_for_one",
@@ -348,7 +412,11 @@ async def run_grid(
     return outcomes
 
 
-def read_grid(runs: Path, tag: str) -> GridSpec:
+class _Kind(msgspec.Struct):
+    kind: str = "serve-learn"
+
+
+def read_grid(runs: Path, tag: str) -> AnyGrid:
     """The grid ``tag`` under ``runs``, as its first run recorded it.
 
     Raises:
@@ -359,7 +427,10 @@ def read_grid(runs: Path, tag: str) -> GridSpec:
         raise ConfigError(
             f"no grid {tag} under {runs}", hint="pass the grid's tag and its --runs (or $MW_RUNS)"
         )
-    return msgspec.json.decode(place.spec.read_bytes(), type=GridSpec)
+    data = place.spec.read_bytes()
+    if msgspec.json.decode(data, type=_Kind).kind == "editing":
+        return msgspec.json.decode(data, type=EditGridSpec)
+    return msgspec.json.decode(data, type=GridSpec)
 
 
 def grid_running(runs: Path, tag: str) -> bool:
@@ -367,17 +438,22 @@ def grid_running(runs: Path, tag: str) -> bool:
     return is_locked(GridPlace(runs, tag).root)
 
 
-def grid_outcomes(grid: GridSpec, place: GridPlace) -> list[CellOutcome]:
-    """Every cell of ``grid``, as its run directory stands now, in the grid's order."""
-    return [read_cell(place.cells, cell) for cell in grid.cells]
+def grid_outcomes(grid: AnyGrid, place: GridPlace) -> list[Any]:
+    """Every cell of ``grid``, as its run directory stands now, in the grid's order.
+
+    :class:`CellOutcome` for a serve-and-learn grid, :class:`EditOutcome` for an editing one.
+    """
+    return [outcome_of(grid, place, cell) for cell in grid.cells]
 
 
-def _all_lines(grid: GridSpec, place: GridPlace) -> list[meters.LedgerLine]:
+def _all_lines(grid: AnyGrid, place: GridPlace) -> list[meters.LedgerLine]:
     """Every cell's ledger lines so far: the budget settles its open reservations by them."""
+    if isinstance(grid, EditGridSpec):
+        return [line for cell in grid.cells for line in edit_cell_lines(place.cells, cell)]
     return [line for cell in grid.cells for line in cell_lines(place.cells / cell.tag)]
 
 
-def _write_leaderboard(place: GridPlace, outcomes: Sequence[CellOutcome]) -> None:
+def _write_leaderboard(place: GridPlace, outcomes: Sequence[Any]) -> None:
     from ._report import leaderboard_csv
 
     meters.write_atomically(place.leaderboard, leaderboard_csv(outcomes).encode())

@@ -10,6 +10,9 @@
     train_split: 48              # any launch-config field applies to every cell
     allocation: 5                # USD, for the whole grid
 
+``kind: editing`` makes a weight-editing grid instead (students x arms x seeds,
+see ._editing).
+
 A cell is one ordinary serve-and-learn campaign. Its tag is
 ``<grid>.<scenario>.<method>.<model>`` (the method's and the model's names with
 each run of characters a tag cannot hold as ``-``: ``slb:rag`` is ``slb-rag``),
@@ -22,7 +25,7 @@ import hashlib
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import msgspec
 
@@ -31,7 +34,10 @@ from mw_errors import ConfigError
 
 from .._tags import check_scenario, check_tag
 
-__all__ = ["CELL_FIELDS", "Cell", "GridSpec", "cell_tag", "load_grid"]
+if TYPE_CHECKING:
+    from ._editing import EditGridSpec
+
+__all__ = ["CELL_FIELDS", "AnyGrid", "Cell", "GridSpec", "cell_tag", "load_grid", "slug"]
 
 # The launch-config fields a grid may give every cell (the names of `mw serve-learn run`'s
 # flags, as serve_learn.Flags holds them).
@@ -50,10 +56,15 @@ CELL_FIELDS = (
 
 class _GridFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     tag: str
-    scenarios: list[str]
-    methods: list[str]
-    models: list[str]
     allocation: str | int | float
+    kind: Literal["serve-learn", "editing"] = "serve-learn"
+    scenarios: list[str] | None = None
+    methods: list[str] | None = None
+    models: list[str] | None = None
+    # an editing grid's (see ._editing): its config is then a wsm benchmark config
+    arms: list[str] | None = None
+    seeds: list[int] | None = None
+    students: list[str] | None = None
     learner_models: list[str] | None = None
     runs: str | None = None  # storage every node shares (an executor's cells write there)
     max_parallel: int | None = None
@@ -84,9 +95,10 @@ class GridSpec(msgspec.Struct, frozen=True, kw_only=True):
     tag: str
     cells: list[Cell]
     allocation_usd: Decimal
-    settings: dict[str, Any]  # CELL_FIELDS given, as serve_learn.Flags keywords
-    runs: Path | None = None
+    settings: dict[str, Any]  # CELL_FIELDS given, as serve_learn.Flags keywords (paths: str)
+    runs: str | None = None  # absolute (grid.json holds plain strings)
     max_parallel: int | None = None
+    kind: Literal["serve-learn"] = "serve-learn"
 
     def identity(self) -> dict[str, Any]:
         """What a resume must find unchanged: the cells, the settings, the allocation."""
@@ -100,20 +112,24 @@ class GridSpec(msgspec.Struct, frozen=True, kw_only=True):
 _NOT_IN_TAG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _slug(name: str, fallback: str) -> str:
+def slug(name: str, fallback: str) -> str:
     """``name`` with every run of characters a tag cannot hold as one ``-``."""
     return _NOT_IN_TAG.sub("-", name).strip("-.") or fallback
 
 
-def cell_tag(grid: str, scenario: str, method: str, model: str, learner_model: str) -> str:
-    """The cell's tag: stable for the same grid and cell, and a valid run name."""
-    name = model if learner_model == model else f"{model}.{learner_model}"
-    parts = [grid, scenario, _slug(method, "method"), _slug(name, "model")]
+def stable_tag(parts: list[str]) -> str:
+    """``parts`` joined by ``.``: a valid run name, over 128 characters cut with a digest."""
     tag = ".".join(parts)
     if len(tag) > 128:  # still stable, and still distinct: a digest of the whole name
         digest = hashlib.sha256(tag.encode()).hexdigest()[:12]
         tag = f"{tag[:115]}.{digest}"
     return check_tag(tag)
+
+
+def cell_tag(grid: str, scenario: str, method: str, model: str, learner_model: str) -> str:
+    """The cell's tag: stable for the same grid and cell, and a valid run name."""
+    name = model if learner_model == model else f"{model}.{learner_model}"
+    return stable_tag([grid, scenario, slug(method, "method"), slug(name, "model")])
 
 
 def _names(value: list[str], field: str) -> list[str]:
@@ -127,8 +143,27 @@ def _names(value: list[str], field: str) -> list[str]:
     return value
 
 
-def _grid(raw: _GridFile, source: str, base: Path) -> GridSpec:
+def _grid(raw: _GridFile, source: str, base: Path) -> AnyGrid:
+    allocation = parse_usd(str(raw.allocation), "allocation")
+    if raw.max_parallel is not None and raw.max_parallel < 1:
+        raise ConfigError(f"{source}: max_parallel {raw.max_parallel}", hint="use 1 or more")
+    if raw.kind == "editing":
+        from ._editing import edit_grid
+
+        return edit_grid(raw, source, base, allocation)
     grid = check_tag(raw.tag)
+    editing = [f for f in ("arms", "seeds", "students") if getattr(raw, f) is not None]
+    if editing:
+        raise ConfigError(
+            f"{source}: {', '.join(editing)} belong to an editing grid",
+            hint="add kind: editing for a grid of wsm benchmark runs, or remove them",
+        )
+    if raw.scenarios is None or raw.methods is None or raw.models is None:
+        missing = [f for f in ("scenarios", "methods", "models") if getattr(raw, f) is None]
+        raise ConfigError(
+            f"{source}: a serve-and-learn grid needs {', '.join(missing)}",
+            hint="name the scenarios, methods and models the cells are the product of",
+        )
     scenarios = [check_scenario(s) for s in _names(raw.scenarios, "scenarios")]
     methods = _names(raw.methods, "methods")
     models = _names(raw.models, "models")
@@ -138,9 +173,6 @@ def _grid(raw: _GridFile, source: str, base: Path) -> GridSpec:
             f"{source}: learner_models has {len(learners)} names for {len(models)} models",
             hint="give one learner model per host model, in the same order, or none",
         )
-    allocation = parse_usd(str(raw.allocation), "allocation")
-    if raw.max_parallel is not None and raw.max_parallel < 1:
-        raise ConfigError(f"{source}: max_parallel {raw.max_parallel}", hint="use 1 or more")
     cells = [
         Cell(cell_tag(grid, s, m, host, learner), s, m, host, learner)
         for s in scenarios
@@ -154,18 +186,21 @@ def _grid(raw: _GridFile, source: str, base: Path) -> GridSpec:
         )
     settings = {name: getattr(raw, name) for name in CELL_FIELDS if getattr(raw, name) is not None}
     if "config" in settings:  # a path in the grid file is relative to the file
-        settings["config"] = base / settings["config"]
+        settings["config"] = str(base / settings["config"])
     return GridSpec(
         tag=grid,
         cells=cells,
         allocation_usd=allocation,
         settings=settings,
-        runs=base / raw.runs if raw.runs else None,
+        runs=str(base / raw.runs) if raw.runs else None,
         max_parallel=raw.max_parallel,
     )
 
 
-def load_grid(path: Path) -> GridSpec:
+AnyGrid: TypeAlias = "GridSpec | EditGridSpec"  # a grid of either kind
+
+
+def load_grid(path: Path) -> AnyGrid:
     """The grid in ``path`` (YAML or JSON), checked.
 
     Raises:
@@ -183,7 +218,9 @@ def load_grid(path: Path) -> GridSpec:
         else:
             raw = msgspec.yaml.decode(data, type=_GridFile)
     except msgspec.ValidationError as exc:
-        fields = ", ".join(["tag", "scenarios", "methods", "models", "allocation", *CELL_FIELDS])
+        fields = ", ".join(
+            ["tag", "kind", "scenarios", "methods", "models", "allocation", *CELL_FIELDS]
+        )
         raise ConfigError(
             f"{path} is not a grid: {exc}", hint=f"a grid's fields: {fields}"
         ) from None

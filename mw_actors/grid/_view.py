@@ -18,7 +18,6 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from ._cells import CellOutcome
 from ._report import grid_status
 from ._run import GridPlace, grid_outcomes, grid_running, read_grid
 
@@ -37,9 +36,47 @@ def _score(final: float | None, so_far: float | None) -> str:
     return "-" if so_far is None else f"~{so_far:.1f}"
 
 
+def _progress(done: int, total: int | None) -> Table:
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(
+        ProgressBar(total=max(total or 0, 1), completed=done, width=20), f"{done}/{total or '?'}"
+    )
+    return bar
+
+
+def _edit_cells(status: dict[str, Any]) -> Table:
+    """An editing grid's cells: state, trials ended, each task's loss, spend."""
+    cells = Table(show_header=True, box=None)
+    tasks = list(dict.fromkeys(t for c in status["cells"] for t in c["tasks"]))
+    columns = [("cell", "left"), ("state", "left"), ("trials", "left")]
+    columns += [(f"{t} loss", "right") for t in tasks] + [("USD", "right")]
+    for column, justify in columns:
+        cells.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for c in status["cells"]:
+        losses = [c["tasks"].get(t, {}).get("task_loss") for t in tasks]
+        cells.add_row(
+            c["tag"],
+            c["state"] + (f" ({c['attempts']} set aside)" if c["attempts"] else ""),
+            _progress(c["trials_ended"], c["trials"]),
+            *("-" if v is None else f"{v:.4f}" for v in losses),
+            c["cost_usd"],
+        )
+    return cells
+
+
 def render_grid(status: dict[str, Any]) -> Group:
     """One frame of the view, from :func:`grid_status`'s dict."""
     title = Text(f"grid {status['tag']}  ({status['state']})", style="bold")
+    cells = _edit_cells(status) if status.get("kind") == "editing" else _run_cells(status)
+    allocation = Decimal(status["allocation_usd"])
+    spent = Decimal(status["spend_usd"])
+    share = f" ({100 * spent / allocation:.1f}%)" if allocation else ""
+    spend = Text(f"spend ${status['spend_usd']} of ${status['allocation_usd']}{share}")
+    return Group(title, cells, spend)
+
+
+def _run_cells(status: dict[str, Any]) -> Table:
+    """A serve-and-learn grid's cells: state, serving, tests, scores so far, spend."""
     cells = Table(show_header=True, box=None)
     for column, justify in (
         ("cell", "left"),
@@ -52,29 +89,19 @@ def render_grid(status: dict[str, Any]) -> Group:
     ):
         cells.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for c in status["cells"]:
-        total = c["serving_total"] or 0
-        served = Table.grid(padding=(0, 1))
-        served.add_row(
-            ProgressBar(total=max(total, 1), completed=c["served"], width=20),
-            f"{c['served']}/{total or '?'}",
-        )
         cells.add_row(
             c["tag"],
             c["state"],
-            served,
+            _progress(c["served"], c["serving_total"]),
             str(c["tested"]),
             _score(c["hidden"], c["hidden_so_far"]),
             _score(c["fully_specified"], c["fully_specified_so_far"]),
             c["cost_usd"],
         )
-    allocation = Decimal(status["allocation_usd"])
-    spent = Decimal(status["spend_usd"])
-    share = f" ({100 * spent / allocation:.1f}%)" if allocation else ""
-    spend = Text(f"spend ${status['spend_usd']} of ${status['allocation_usd']}{share}")
-    return Group(title, cells, spend)
+    return cells
 
 
-def grid_outcomes_now(runs: Path, tag: str) -> list[CellOutcome]:
+def grid_outcomes_now(runs: Path, tag: str) -> list[Any]:
     """Every cell of the grid ``tag`` under ``runs``, as its files stand now.
 
     Raises:

@@ -6,10 +6,12 @@ import gc
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from mw_actors.grid import (
     CellOutcome,
+    GridSpec,
     cell_tag,
     leaderboard,
     leaderboard_csv,
@@ -43,11 +45,22 @@ def test_a_grid_names_every_cell_once_in_a_stable_order(tmp_path: Path) -> None:
     assert grid.cells[0].tag == "g1.synthetic_l1.mwm-local.local-scripted"
     assert grid.cells[1].learner_model == grid.cells[1].model  # by default, the same
     assert grid.settings == {"train_split": 48}
-    assert grid.runs == tmp_path / "shared" / "runs"  # relative to the grid file
+    assert grid.runs == str(tmp_path / "shared" / "runs")  # relative to the grid file
     assert load_grid(path) == grid  # the same file names the same cells
     as_json = tmp_path / "grid.json"
     as_json.write_text(json.dumps({**_yaml_fields(), "allocation": "5"}))
     assert [c.tag for c in load_grid(as_json).cells] == [c.tag for c in grid.cells]
+
+
+def test_a_grids_paths_survive_the_grid_json_a_run_keeps(tmp_path: Path) -> None:
+    # grid.json is what status, report and a resume read the grid from: a grid file
+    # with paths (runs, a launch config) must encode and decode unchanged.
+    path = tmp_path / "grid.yaml"
+    path.write_text(GRID + "config: launch/config.yaml\n")
+    grid = load_grid(path)
+    assert grid.settings["config"] == str(tmp_path / "launch" / "config.yaml")
+    kept = msgspec.json.decode(msgspec.json.encode(grid), type=GridSpec)
+    assert kept == grid
 
 
 def _yaml_fields() -> dict[str, object]:

@@ -1,0 +1,504 @@
+"""Weight-editing grids: students x arms x seeds, each cell one ``wsm benchmark run``.
+
+::
+
+    tag: e1
+    kind: editing
+    config: wsm/config.json      # a wsm benchmark config: the cells' base
+    arms: [baseline, scripted]   # optional: the config's arms
+    seeds: [0, 1, 2]             # optional: [0]; each trial's WSM_SEED
+    students: [students/tiny]    # optional: the config's student; snapshot directories
+    allocation: 5                # USD, for the whole grid
+
+A cell is the base config with one student, one arm and one seed (``WSM_SEED``
+in the edit's environment): ``<grid>/configs/<cell>.json``, run by the editing
+campaign exactly as ``wsm benchmark run --config`` runs it, into
+``<grid>/cells/<cell>/``. Its tag is ``<grid>.<student>.<arm>.s<seed>``.
+
+An editing run never continues. A cell a killed driver (or node) left without
+its end record is set aside whole, to ``cells/.attempts/<cell>.<n>/``, and run
+again as a new attempt: the grid's journal records it, its evidence stays, and
+its spend still counts (its open reservation is written off at its envelope).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import msgspec
+
+import meters
+from mw_errors import ConfigError
+
+from .._core import read_journal
+from .._hashing import file_sha256, payload_sha256
+from .._lock import is_locked
+from .._reserver import BUDGET_RECORDS
+from .._smollm2 import SNAPSHOT_FILES
+from .._tags import check_tag
+from ..editing import (
+    EDITING_RECORDS,
+    CampaignOptions,
+    build_report,
+    load_config,
+    preflight,
+    run_campaign,
+)
+from ..editing._config import Loaded, Student
+from ..editing._layout import RunLayout
+from ..editing._preflight import check_runtime
+from ..editing._report import load_receipt
+from ..editing.records import CampaignEnded, CampaignStarted, TrialEnded, TrialGraded
+
+if TYPE_CHECKING:
+    from ._spec import _GridFile
+
+__all__ = [
+    "EditCell",
+    "EditGridSpec",
+    "EditJob",
+    "EditOutcome",
+    "TaskLosses",
+    "edit_cell_lines",
+    "edit_grid",
+    "read_edit_cell",
+    "verify_edit_cells",
+]
+
+ATTEMPTS = ".attempts"  # under cells/: the interrupted attempts set aside
+RECORDS = (*BUDGET_RECORDS, *EDITING_RECORDS)  # what an editing run's journal holds
+EditState = Literal["pending", "running", "unknown", "completed", "budget_blocked", "failed"]
+ENDED = ("completed", "budget_blocked", "failed")
+POLICY_LEDGERS = "trials/*/policy/ledger/ledger.jsonl"
+
+
+class EditCell(msgspec.Struct, frozen=True):
+    """One editing run of the grid: a student, an arm, a seed."""
+
+    tag: str
+    student: str
+    arm: str
+    seed: int
+
+
+class EditGridSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """An editing grid, checked: its cells in a stable order, its inputs pinned."""
+
+    kind: Literal["editing"] = "editing"
+    tag: str
+    cells: list[EditCell]
+    allocation_usd: Decimal
+    config: str  # the base wsm config (absolute)
+    config_sha256: str
+    students: dict[str, Student]  # name -> its snapshot, pinned (the path absolute)
+    tasks: list[str]
+    runs: str | None = None  # absolute
+    max_parallel: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """What a resume must find unchanged: the cells, the inputs, the allocation."""
+        return {
+            "cells": [c.tag for c in self.cells],
+            "settings": {
+                "config_sha256": self.config_sha256,
+                "students": {n: s.payload_sha256 for n, s in self.students.items()},
+            },
+            "allocation_usd": str(self.allocation_usd),
+        }
+
+
+def _pin(directory: Path) -> Student:
+    missing = [n for n in SNAPSHOT_FILES if not (directory / n).is_file()]
+    if missing:
+        raise ConfigError(
+            f"student {directory} is not a model snapshot: it lacks {', '.join(missing)}",
+            hint="name snapshot directories (`wsm model import-smollm2 --output DIR` makes one)",
+        )
+    return Student(
+        path=str(directory),
+        files={n: file_sha256(directory / n) for n in SNAPSHOT_FILES},
+        payload_sha256=payload_sha256(directory / "model.safetensors"),
+    )
+
+
+_SERVE_LEARN_ONLY = (
+    "scenarios",
+    "methods",
+    "models",
+    "learner_models",
+    "train_split",
+    "concurrency",
+    "waiter",
+    "schedule",
+    "provider_latency",
+    "reasoning_effort",
+    "learner_backend",
+    "judge_model",
+)
+
+
+def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> EditGridSpec:
+    """The editing grid ``raw`` names (its paths relative to ``base``), checked and pinned.
+
+    Raises:
+        ConfigError: a field of the other kind, a bad config, arm, seed or student.
+    """
+    grid = check_tag(raw.tag)
+    other = [name for name in _SERVE_LEARN_ONLY if getattr(raw, name) is not None]
+    if other:
+        raise ConfigError(
+            f"{source}: {', '.join(other)} belong to a serve-and-learn grid, not kind: editing",
+            hint="an editing grid names config, arms, seeds and students",
+        )
+    if raw.config is None:
+        raise ConfigError(
+            f"{source}: an editing grid needs config: a wsm benchmark config",
+            hint="`wsm fixture --output DIR` writes one to start from",
+        )
+    loaded = load_config(base / raw.config)
+    arms = [a.name for a in loaded.config.arms]
+    chosen = arms if raw.arms is None else _distinct(raw.arms, "arms")
+    unknown = [a for a in chosen if a not in arms]
+    if unknown:
+        raise ConfigError(
+            f"{source}: arm {unknown[0]!r} is not one of the config's arms {arms}",
+            hint="name arms the config defines",
+        )
+    seeds = [0] if raw.seeds is None else _distinct(raw.seeds, "seeds")
+    if any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**32 for s in seeds):
+        raise ConfigError(f"{source}: seeds {seeds!r}", hint="seeds are integers in 0..2**32-1")
+    if raw.students is None:
+        directories = [loaded.resolve(loaded.config.student.path)]
+    else:
+        directories = [(base / s).resolve() for s in _distinct(raw.students, "students")]
+    names = [d.name for d in directories]
+    if len(set(names)) != len(names):
+        raise ConfigError(
+            f"{source}: two students share the directory name {names}",
+            hint="a student is named by its directory's name: give them distinct names",
+        )
+    students = {d.name: _pin(d) for d in directories}
+    cells = [
+        EditCell(_cell_tag(grid, student, arm, seed), student, arm, seed)
+        for student in students
+        for arm in chosen
+        for seed in seeds
+    ]
+    return EditGridSpec(
+        tag=grid,
+        cells=cells,
+        allocation_usd=allocation,
+        config=str(loaded.path),
+        config_sha256=loaded.sha256,
+        students=students,
+        tasks=[d.task for d in loaded.config.datasets],
+        runs=str(base / raw.runs) if raw.runs else None,
+        max_parallel=raw.max_parallel,
+    )
+
+
+def _distinct(value: list[Any], field: str) -> list[Any]:
+    if not value or len(set(map(str, value))) != len(value):
+        raise ConfigError(f"the grid's {field} must be distinct and not empty", hint=f"{value!r}")
+    return value
+
+
+def _cell_tag(grid: str, student: str, arm: str, seed: int) -> str:
+    from ._spec import slug, stable_tag
+
+    return stable_tag([grid, slug(student, "student"), arm, f"s{seed}"])
+
+
+# -- a cell's config ------------------------------------------------------------------------
+
+
+def _absolute(node: Any, root: Path) -> Any:
+    """Every ``{"path", "sha256"}`` file reference under ``node``, made absolute."""
+    if isinstance(node, dict):
+        out = {k: _absolute(v, root) for k, v in node.items()}
+        if isinstance(out.get("path"), str) and ("sha256" in out or "files" in out):
+            out["path"] = str((root / out["path"]).resolve())
+        return out
+    if isinstance(node, list):
+        return [_absolute(v, root) for v in node]
+    return node
+
+
+def cell_config(grid: EditGridSpec, cell: EditCell) -> bytes:
+    """The cell's wsm config: the base with its student, its one arm, its seed.
+
+    Its paths are absolute, so it reads the same wherever it is kept. Each cell may
+    spend up to the grid's whole allocation: the grid's one budget holds them all.
+    """
+    loaded = load_config(Path(grid.config))
+    if loaded.sha256 != grid.config_sha256:
+        raise ConfigError(
+            f"config {grid.config} changed since grid {grid.tag} began",
+            hint="restore it, or give the new grid a new tag",
+        )
+    data = _absolute(msgspec.json.decode(loaded.path.read_bytes()), loaded.root)
+    data["arms"] = [a for a in data["arms"] if a["name"] == cell.arm]
+    data["student"] = msgspec.to_builtins(grid.students[cell.student])
+    data["seed"] = cell.seed
+    if data.get("money") is not None:
+        data["money"]["allocation_usd"] = meters.usd(grid.allocation_usd)
+    return msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n"
+
+
+def config_path(root: Path, cell: EditCell) -> Path:
+    """Where the grid rooted at ``root`` keeps ``cell``'s config."""
+    return root / "configs" / f"{cell.tag}.json"
+
+
+def check_edit_cells(grid: EditGridSpec, options: CampaignOptions | None) -> None:
+    """Every cell's config checked as ``wsm benchmark preflight`` checks it, writing nothing.
+
+    Raises:
+        ConfigError: a cell cannot run as given (or no options were given to run it).
+        IntegrityError: an input changed since it was pinned.
+    """
+    if options is None:
+        raise ConfigError(
+            f"grid {grid.tag} is an editing grid and no editing options were given",
+            hint="run it with `mw grid run`, or pass run_grid(..., editing=CampaignOptions())",
+        )
+    with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
+        for cell in grid.cells:
+            path = Path(scratch) / f"{cell.tag}.json"
+            path.write_bytes(cell_config(grid, cell))
+            loaded = load_config(path)
+            preflight(loaded)
+            check_runtime(loaded)
+            if loaded.config.runtime.backend == "local" and not options.local_trusted:
+                raise ConfigError(
+                    f"cell {cell.tag}: runtime.backend is 'local', which runs untrusted edits "
+                    "without isolation",
+                    hint="pass --local-trusted to accept that, or set runtime.backend to 'bwrap'",
+                )
+
+
+def write_cell_configs(grid: EditGridSpec, root: Path) -> None:
+    """Each cell's config under ``root``, once (a resumed grid's are the same bytes)."""
+    for cell in grid.cells:
+        path = config_path(root, cell)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            meters.write_atomically(path, cell_config(grid, cell))
+
+
+# -- running a cell -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EditJob:
+    """One editing cell to run (a new attempt if an earlier one was interrupted)."""
+
+    tag: str
+    config: Path
+    output: Path
+    options: CampaignOptions
+
+    async def run(self, budget: meters.Reserver) -> None:
+        """Set aside an interrupted attempt, then run the cell's campaign on ``budget``.
+
+        ``budget`` is the cell's view of the grid's budget (:class:`CellBudget`).
+        """
+        if await anyio.to_thread.run_sync(self._set_aside):
+            # A dead attempt's trial may have spent up to its envelope: written off at it.
+            for reservation in await budget.open_reservations():
+                await budget.settle(reservation.id, Decimal(reservation.amount))
+        loaded: Loaded = await anyio.to_thread.run_sync(load_config, self.config)
+        await run_campaign(loaded, self.output, self.options, budget=budget)
+
+    def _set_aside(self) -> bool:
+        """Move an interrupted attempt to ``cells/.attempts/<cell>.<n>``; whether one was."""
+        if not self.output.exists():
+            return False
+        attempts = self.output.parent / ATTEMPTS
+        attempts.mkdir(exist_ok=True)
+        number = 1 + sum(1 for p in attempts.glob(f"{self.tag}.*") if p.is_dir())
+        os.replace(self.output, attempts / f"{self.tag}.{number}")
+        return True
+
+
+# -- reading a cell -------------------------------------------------------------------------
+
+
+class TaskLosses(msgspec.Struct, frozen=True, kw_only=True):
+    """A task's mean losses over a cell's completed trials (lower is better)."""
+
+    task_loss: float | None
+    regression_loss: float | None
+
+
+class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    tag: str
+    student: str
+    arm: str
+    seed: int
+    state: EditState
+    tasks: dict[str, TaskLosses]  # every task; its losses only once the cell completed
+    cost_usd: str  # every policy ledger line, of every attempt
+    trials: int  # the cell's trials (None before it started: 0)
+    ended: int  # its trials ended so far
+    attempts: int  # its interrupted attempts set aside
+
+    def status(self) -> dict[str, Any]:
+        """The cell's entry in ``mw grid status --json``."""
+        return {
+            "tag": self.tag,
+            "student": self.student,
+            "arm": self.arm,
+            "seed": self.seed,
+            "state": self.state,
+            "tasks": {t: msgspec.to_builtins(v) for t, v in self.tasks.items()},
+            "cost_usd": self.cost_usd,
+            "trials": self.trials,
+            "trials_ended": self.ended,
+            "attempts": self.attempts,
+        }
+
+
+def _attempts(cells: Path, cell: EditCell) -> list[Path]:
+    return sorted(p for p in (cells / ATTEMPTS).glob(f"{cell.tag}.*") if p.is_dir())
+
+
+def edit_cell_lines(cells: Path, cell: EditCell) -> list[meters.LedgerLine]:
+    """Every ledger line the cell's policy meters wrote, in every attempt."""
+    lines: list[meters.LedgerLine] = []
+    for root in [*_attempts(cells, cell), cells / cell.tag]:
+        for path in sorted(root.glob(POLICY_LEDGERS)):
+            lines.extend(meters.read_ledger(path))
+    return lines
+
+
+def read_edit_cell(cells: Path, cell: EditCell, tasks: Sequence[str]) -> EditOutcome:
+    """``cell`` as its run directory under ``cells`` stands now (its receipts checked)."""
+    layout = RunLayout(cells / cell.tag)
+    started: CampaignStarted | None = None
+    finished = False
+    outcomes: dict[str, str] = {}
+    graded: dict[str, TrialGraded] = {}
+    if layout.journal.is_dir():
+        for entry in read_journal(layout.journal, RECORDS):
+            rec = entry.rec
+            if isinstance(rec, CampaignStarted):
+                started = rec
+            elif isinstance(rec, TrialEnded):
+                outcomes[rec.trial_id] = rec.outcome
+            elif isinstance(rec, TrialGraded):
+                graded.setdefault(rec.trial_id, rec)
+            elif isinstance(rec, CampaignEnded):
+                finished = True
+    state: EditState
+    if not layout.journal.is_dir():
+        state = "pending"
+    elif finished:
+        states = set(outcomes.values())
+        state = (
+            "completed"
+            if states == {"completed"}
+            else "budget_blocked"
+            if "budget_blocked" in states
+            else "failed"
+        )
+    elif is_locked(layout.root):
+        state = "running"
+    else:
+        state = "unknown"
+    losses = {task: TaskLosses(task_loss=None, regression_loss=None) for task in tasks}
+    if state == "completed":  # scored only once it ended, every trial completed
+        for task in tasks:
+            means = [
+                load_receipt(layout, record.receipt, record.receipt_sha256).means
+                for trial, record in graded.items()
+                if trial.split(".")[0] == task
+            ]
+            losses[task] = TaskLosses(
+                task_loss=_mean([m["private"] for m in means if "private" in m]),
+                regression_loss=_mean([m["regression"] for m in means if "regression" in m]),
+            )
+    cost = sum((Decimal(x.cost_usd) for x in edit_cell_lines(cells, cell)), Decimal(0))
+    return EditOutcome(
+        tag=cell.tag,
+        student=cell.student,
+        arm=cell.arm,
+        seed=cell.seed,
+        state=state,
+        tasks=losses,
+        cost_usd=meters.usd(cost),
+        trials=0 if started is None else len(started.trials),
+        ended=len(outcomes),
+        attempts=len(_attempts(cells, cell)),
+    )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def verify_edit_cells(cells: Path, outcomes: Sequence[Any]) -> None:
+    """Rebuild every ended editing cell's report from its evidence, as ``wsm benchmark report``.
+
+    Other outcomes (a serve-and-learn grid's) are left alone.
+
+    Raises:
+        IntegrityError: a checkpoint, receipt or grade changed after it was recorded.
+    """
+    for outcome in outcomes:
+        if isinstance(outcome, EditOutcome) and outcome.state in ENDED:
+            build_report(cells / outcome.tag)
+
+
+# -- the leaderboard ------------------------------------------------------------------------
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.6f}"
+
+
+def edit_leaderboard(outcomes: Sequence[EditOutcome]) -> tuple[list[str], list[dict[str, str]]]:
+    """Rows (student, arm), in the grid's order: each task's losses over the seeds.
+
+    A row's value is the mean over its seeds' cells, ``_sd`` their sample standard
+    deviation. A row with a cell that has no end record reads ``unknown``; one with
+    a cell that ended otherwise than completed (blocked, failed) is blank: never a
+    mean of some seeds only.
+    """
+    tasks = list(dict.fromkeys(t for o in outcomes for t in o.tasks))
+    columns = ["student", "arm"]
+    for task in tasks:
+        columns += [f"{task}_task_loss", f"{task}_task_loss_sd", f"{task}_regression_loss"]
+    columns += ["seeds", "api_cost_usd"]
+    rows: dict[tuple[str, str], list[EditOutcome]] = {}
+    for o in outcomes:
+        rows.setdefault((o.student, o.arm), []).append(o)
+    table = []
+    for (student, arm), cells in rows.items():
+        row = {"student": student, "arm": arm}
+        unknown = any(c.state not in ENDED for c in cells)
+        whole = all(c.state == "completed" for c in cells)
+        for task in tasks:
+            for field, name in (("task_loss", "task_loss"), ("regression_loss", "regression_loss")):
+                values = [getattr(c.tasks[task], field) for c in cells if task in c.tasks]
+                present = [v for v in values if v is not None]
+                full = whole and len(present) == len(cells)
+                row[f"{task}_{name}"] = (
+                    "unknown" if unknown else _number(statistics.fmean(present)) if full else ""
+                )
+                if field == "task_loss":
+                    sd = statistics.stdev(present) if full and len(present) > 1 else None
+                    row[f"{task}_task_loss_sd"] = "unknown" if unknown else _number(sd)
+        row["seeds"] = str(sum(c.state == "completed" for c in cells))
+        row["api_cost_usd"] = meters.usd(sum((Decimal(c.cost_usd) for c in cells), Decimal(0)))
+        table.append(row)
+    return columns, table
