@@ -175,7 +175,9 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
         )
     seeds = [0] if raw.seeds is None else _distinct(raw.seeds, "seeds")
     if any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**32 for s in seeds):
-        raise ConfigError(f"{source}: seeds {seeds!r}", hint="seeds are integers in 0..2**32-1")
+        raise ConfigError(
+            f"{source}: seeds {seeds!r}: seeds are integers in 0..2**32-1", hint="fix seeds"
+        )
     if raw.students is None:
         directories = [loaded.resolve(loaded.config.student.path)]
     else:

@@ -218,11 +218,10 @@ def load_grid(path: Path) -> AnyGrid:
         else:
             raw = msgspec.yaml.decode(data, type=_GridFile)
     except msgspec.ValidationError as exc:
-        fields = ", ".join(
-            ["tag", "kind", "scenarios", "methods", "models", "allocation", *CELL_FIELDS]
-        )
+        fields = ", ".join(["tag", "scenarios", "methods", "models", "allocation", *CELL_FIELDS])
         raise ConfigError(
-            f"{path} is not a grid: {exc}", hint=f"a grid's fields: {fields}"
+            f"{path} is not a grid: {exc}",
+            hint=f"a grid's fields: {fields}; kind: editing takes config, arms, seeds, students",
         ) from None
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{path} is not YAML or JSON: {exc}", hint="fix its syntax") from None
