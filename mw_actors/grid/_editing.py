@@ -162,7 +162,7 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
     if raw.config is None:
         raise ConfigError(
             f"{source}: an editing grid needs config: a wsm benchmark config",
-            hint="`wsm fixture --output DIR` writes one to start from",
+            hint="`python scripts/benchmark_fixture.py --output DIR` writes one to start from",
         )
     loaded = load_config(base / raw.config)
     arms = [a.name for a in loaded.config.arms]

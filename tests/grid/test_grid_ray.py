@@ -175,3 +175,29 @@ def test_mw_grid_run_with_the_ray_executor(tmp_path: Path) -> None:
     assert any(e["rec"].get("executor") == "ray" for e in started if "rec" in e)
     wrong = mw("grid", "run", str(tmp_path / "grid.yaml"), "--runs", runs, "--address", "x")
     assert wrong.returncode == 2 and "--address names a Ray cluster" in wrong.stderr
+
+
+@pytest.mark.timeout(240)
+async def test_an_editing_grid_on_ray_gives_what_local_gives(
+    tmp_path: Path, ray_cluster: None
+) -> None:
+    from mw_actors.editing import CampaignOptions, build_report, render_json, write_fixture
+
+    write_fixture(tmp_path / "wsm")
+    path = _grid(
+        tmp_path,
+        "tag: e1\nkind: editing\nconfig: wsm/config.json\narms: [baseline, scripted, agent]\n"
+        "seeds: [1, 2]\nallocation: 1\n",
+    )
+    trusted = CampaignOptions(local_trusted=True)
+    boards, reports = [], []
+    for name, executor in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
+        runs = tmp_path / name
+        outcomes = await run_grid(
+            load_grid(path), runs, ENVIRON, executor=executor, editing=trusted
+        )
+        assert [o.state for o in outcomes] == ["completed"] * 6
+        boards.append(leaderboard_csv(outcomes))
+        reports.append([render_json(build_report(runs / "e1" / "cells" / o.tag)) for o in outcomes])
+    assert boards[0] == boards[1]
+    assert reports[0] == reports[1]  # every trial, hash and loss the same
