@@ -299,6 +299,10 @@ def grid_status(
     return status
 
 
+def _loss(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def describe_status(status: dict[str, Any]) -> str:
     """``mw grid status``'s lines: the grid's state and spend, then one line per cell."""
     lines = [
@@ -308,7 +312,7 @@ def describe_status(status: dict[str, Any]) -> str:
     for cell in status["cells"]:
         if "arm" in cell:  # an editing cell
             losses = ", ".join(
-                f"{task} loss {v['task_loss']} (regression {v['regression_loss']})"
+                f"{task} loss {_loss(v['task_loss'])} (regression {_loss(v['regression_loss'])})"
                 for task, v in cell["tasks"].items()
             )
             aside = f", {cell['attempts']} attempts set aside" if cell["attempts"] else ""

@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from mw_actors.editing import (
     CampaignOptions,
@@ -26,20 +27,24 @@ from mw_actors.editing import (
     run_campaign,
     write_fixture,
 )
-from mw_actors.editing.records import CampaignEnded, CampaignStarted, TrialStarted
+from mw_actors.editing.records import CampaignEnded, CampaignStarted, TrialReserved, TrialStarted
 from mw_actors.grid import (
     GRID_RECORDS,
     EditGridSpec,
     GridPlace,
     LocalExecutor,
+    attach_grid,
+    describe_status,
+    grid_status_now,
     leaderboard_csv,
+    leaderboard_html,
     load_grid,
     run_grid,
 )
 from mw_actors.grid._editing import RECORDS, config_path
 from mw_actors.grid.records import CellStarted
 from mw_actors.journal import read_journal
-from mw_actors.metering import BUDGET_RECORDS, BudgetReserved
+from mw_actors.metering import BUDGET_RECORDS, BudgetReserved, BudgetSettled
 from mw_errors import ConfigError
 from tests.processes import ROOT, mw
 
@@ -170,6 +175,19 @@ async def test_each_cell_is_what_wsm_benchmark_run_writes_and_seeds_are_distinct
             statistics.fmean(regression)
         )
     assert place.leaderboard.read_text() == leaderboard_csv(outcomes)
+    # Status and the live view show each cell's trials and losses.
+    status = grid_status_now(runs, "e1")
+    assert status["kind"] == "editing" and status["state"] == "completed"
+    assert status["cells"][2]["tasks"]["completion"]["task_loss"] == loss[cell.tag]
+    assert "e1.student.scripted.s1: completed, 1/1 trials ended, completion loss" in (
+        describe_status(status)
+    )
+    console = Console(width=160, record=True)
+    await attach_grid(runs, "e1", console=console, once=True)
+    view = console.export_text()
+    assert "completion loss" in view and f"{loss[cell.tag]:.4f}" in view
+    page = leaderboard_html(outcomes, title="grid e1")
+    assert "<svg" in page and "Task losses" in page and "http" not in page
     # Run again: every cell ended, so nothing runs.
     again = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2), editing=TRUSTED)
     assert again == outcomes
@@ -207,12 +225,6 @@ async def test_agent_trials_reserve_from_the_grids_one_budget(
     assert not [e for e in own if isinstance(e.rec, BudgetReserved)]
 
 
-def _trial_started(run: Path) -> bool:
-    if not (run / "journal").is_dir():
-        return False
-    return any(isinstance(e.rec, TrialStarted) for e in read_journal(run / "journal", RECORDS))
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_killed_editing_grid_sets_the_interrupted_cell_aside_and_finishes(
@@ -229,7 +241,7 @@ def test_a_killed_editing_grid_sets_the_interrupted_cell_aside_and_finishes(
         start_new_session=True,
     )
     deadline = time.monotonic() + 120
-    while not _trial_started(second):  # kill it mid-trial, in the second cell
+    while not _has(second, TrialStarted):  # kill it mid-trial, in the second cell
         assert time.monotonic() < deadline and driver.poll() is None
         time.sleep(0.02)
     os.killpg(driver.pid, signal.SIGKILL)
@@ -268,3 +280,48 @@ def test_a_killed_editing_grid_sets_the_interrupted_cell_aside_and_finishes(
     refused = mw("grid", "report", "e1", "--runs", str(runs), "--csv")
     assert refused.returncode != 0 and "changed after it was written" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_trials_reservation_is_written_off_at_its_envelope(
+    tmp_path: Path, wsm_master: Path
+) -> None:
+    text = GRID.replace("[baseline, scripted]", "[agent]")
+    grid = _grid(tmp_path, wsm_master, text)
+    runs = tmp_path / "runs"
+    first = runs / "e1" / "cells" / "e1.student.agent.s1"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "bin.mw", "grid", "run", str(grid), "--runs", str(runs)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not _has(first, TrialReserved):  # kill it with the agent's envelope reserved
+        assert time.monotonic() < deadline and driver.poll() is None
+        time.sleep(0.02)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    again = mw("grid", "run", str(grid), "--runs", str(runs), timeout=240)
+    assert again.returncode == 0, again.stderr
+    records = [
+        e.rec for e in read_journal(runs / "e1" / "grid-journal", [*GRID_RECORDS, *BUDGET_RECORDS])
+    ]
+    reserved = [r for r in records if isinstance(r, BudgetReserved)]
+    assert [r.holder for r in reserved] == [
+        "e1.student.agent.s1|completion.agent.0000",  # the killed attempt's
+        "e1.student.agent.s1|completion.agent.0000",  # the new attempt's
+        "e1.student.agent.s2|completion.agent.0000",
+    ]
+    settled = {r.id: r.actual for r in records if isinstance(r, BudgetSettled)}
+    # The dead trial may have spent up to its envelope: written off at it; the others
+    # spent nothing (the synthetic agent calls no provider).
+    assert settled == {reserved[0].id: "0.04", reserved[1].id: "0", reserved[2].id: "0"}
+
+
+def _has(run: Path, kind: type) -> bool:
+    if not (run / "journal").is_dir():
+        return False
+    return any(isinstance(e.rec, kind) for e in read_journal(run / "journal", RECORDS))
