@@ -178,17 +178,19 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
         raise ConfigError(
             f"{source}: seeds {seeds!r}: seeds are integers in 0..2**32-1", hint="fix seeds"
         )
-    if raw.students is None:
-        directories = [loaded.resolve(loaded.config.student.path)]
+    if raw.students is None:  # the config's own, as it pinned it
+        own = loaded.config.student
+        directory = loaded.resolve(own.path)
+        students = {directory.name: msgspec.structs.replace(own, path=str(directory))}
     else:
         directories = [(base / s).resolve() for s in _distinct(raw.students, "students")]
-    names = [d.name for d in directories]
-    if len(set(names)) != len(names):
-        raise ConfigError(
-            f"{source}: two students share the directory name {names}",
-            hint="a student is named by its directory's name: give them distinct names",
-        )
-    students = {d.name: _pin(d) for d in directories}
+        names = [d.name for d in directories]
+        if len(set(names)) != len(names):
+            raise ConfigError(
+                f"{source}: two students share the directory name {names}",
+                hint="a student is named by its directory's name: give them distinct names",
+            )
+        students = {d.name: _pin(d) for d in directories}  # pinned now, kept in grid.json
     cells = [
         EditCell(_cell_tag(grid, student, arm, seed), student, arm, seed)
         for student in students
@@ -210,7 +212,9 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
 
 def _distinct(value: list[Any], field: str) -> list[Any]:
     if not value or len(set(map(str, value))) != len(value):
-        raise ConfigError(f"the grid's {field} must be distinct and not empty", hint=f"{value!r}")
+        raise ConfigError(
+            f"the grid's {field} must be distinct and not empty", hint=f"fix {field}: {value!r}"
+        )
     return value
 
 
@@ -314,6 +318,8 @@ class EditJob:
 
         ``budget`` is the cell's view of the grid's budget (:class:`CellBudget`).
         """
+        if await anyio.to_thread.run_sync(_ended, self.output):
+            return  # a Ray retry after a worker died between the run's end and its answer
         if await anyio.to_thread.run_sync(self._set_aside):
             # A dead attempt's trial may have spent up to its envelope: written off at it.
             for reservation in await budget.open_reservations():
@@ -330,6 +336,13 @@ class EditJob:
         number = 1 + sum(1 for p in attempts.glob(f"{self.tag}.*") if p.is_dir())
         os.replace(self.output, attempts / f"{self.tag}.{number}")
         return True
+
+
+def _ended(run: Path) -> bool:
+    """Whether the editing run at ``run`` has its end record."""
+    if not (run / "journal").is_dir():
+        return False
+    return any(isinstance(e.rec, CampaignEnded) for e in read_journal(run / "journal", RECORDS))
 
 
 # -- reading a cell -------------------------------------------------------------------------

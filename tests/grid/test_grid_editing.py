@@ -45,7 +45,7 @@ from mw_actors.grid._editing import RECORDS, config_path
 from mw_actors.grid.records import CellStarted
 from mw_actors.journal import read_journal
 from mw_actors.metering import BUDGET_RECORDS, BudgetReserved, BudgetSettled
-from mw_errors import ConfigError
+from mw_errors import ConfigError, IntegrityError
 from tests.processes import ROOT, mw
 
 ENVIRON = {"PATH": "/usr/bin:/bin"}
@@ -325,3 +325,17 @@ def _has(run: Path, kind: type) -> bool:
     if not (run / "journal").is_dir():
         return False
     return any(isinstance(e.rec, kind) for e in read_journal(run / "journal", RECORDS))
+
+
+@pytest.mark.anyio
+async def test_the_configs_own_student_keeps_the_configs_pin(
+    tmp_path: Path, wsm_master: Path
+) -> None:
+    # A student changed since the config pinned it is refused, not pinned again.
+    grid_file = _grid(tmp_path, wsm_master, GRID.replace("[1, 2]", "[0]"))
+    tokenizer = tmp_path / "wsm" / "student" / "tokenizer.json"
+    tokenizer.write_text(tokenizer.read_text() + " ")
+    grid = load_grid(grid_file)
+    with pytest.raises(IntegrityError, match=r"tokenizer\.json"):
+        await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(), editing=TRUSTED)
+    assert not (tmp_path / "runs" / "e1").exists()  # refused before anything was written
