@@ -265,6 +265,20 @@ def config_path(root: Path, cell: EditCell) -> Path:
     return root / "configs" / f"{cell.tag}.json"
 
 
+def require_options(grid: EditGridSpec, options: CampaignOptions | None) -> CampaignOptions:
+    """``options``, which an editing grid's cells need to run.
+
+    Raises:
+        ConfigError: there are none.
+    """
+    if options is None:
+        raise ConfigError(
+            f"grid {grid.tag} is an editing grid and no editing options were given",
+            hint="run it with `mw grid run`, or pass run_grid(..., editing=CampaignOptions())",
+        )
+    return options
+
+
 def check_edit_cells(grid: EditGridSpec, options: CampaignOptions | None) -> None:
     """Every cell's config checked as ``wsm benchmark preflight`` checks it, writing nothing.
 
@@ -272,11 +286,7 @@ def check_edit_cells(grid: EditGridSpec, options: CampaignOptions | None) -> Non
         ConfigError: a cell cannot run as given (or no options were given to run it).
         IntegrityError: an input changed since it was pinned.
     """
-    if options is None:
-        raise ConfigError(
-            f"grid {grid.tag} is an editing grid and no editing options were given",
-            hint="run it with `mw grid run`, or pass run_grid(..., editing=CampaignOptions())",
-        )
+    options = require_options(grid, options)
     with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
         for cell in grid.cells:
             path = Path(scratch) / f"{cell.tag}.json"

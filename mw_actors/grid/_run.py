@@ -71,6 +71,7 @@ from ._editing import (
     config_path,
     edit_cell_lines,
     read_edit_cell,
+    require_options,
     write_cell_configs,
 )
 from ._spec import AnyGrid, Cell, GridSpec
@@ -276,8 +277,9 @@ def _jobs(
         resume = (place.cells / cell.tag).exists()
         spec: CampaignSpec | EditJob
         if isinstance(cell, EditCell):  # resumed: a new attempt, the interrupted one kept
-            assert editing is not None, "an editing grid's cells were checked with options"
-            spec = EditJob(cell.tag, config_path(place.root, cell), place.cells / cell.tag, editing)
+            assert isinstance(grid, EditGridSpec)
+            options = require_options(grid, editing)
+            spec = EditJob(cell.tag, config_path(place.root, cell), place.cells / cell.tag, options)
         else:
             assert isinstance(grid, GridSpec)
             spec = launch_spec(_flags(grid, cell), environ, place.cells, cell.tag, resume=resume)
