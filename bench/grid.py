@@ -170,15 +170,16 @@ def main() -> None:
     base = results["hand"]
     cells = len(SCENARIOS) * 2
     print(f"{cells} cells (8 scenarios x 2 methods), split {args.split}, latency {args.latency}")
-    print(f"  {'way':<46} {'wall':>8} {'vs base':>8} {'overhead/cell':>14} {'driver peak':>12}")
+    head = f"  {'way':<46} {'wall':>8} {'vs base':>8} {'overhead/cell':>14} {'max':>7}"
+    print(f"{head} {'driver peak':>12}")
     for way, name in ways:
         r = results[way]
         spent = r["overheads_s"]
         overhead = f"{statistics.mean(spent):.2f} s" if spent else "-"
-        worst = f" (max {max(spent):.2f})" if spent else ""
+        worst = f"{max(spent):.2f} s" if spent else "-"
         print(
             f"  {name:<46} {r['wall_s']:7.1f}s {r['wall_s'] / base['wall_s']:7.2f}x "
-            f"{overhead:>14}{worst} {r['peak_rss_mib']:9.0f} MiB"
+            f"{overhead:>14} {worst:>7} {r['peak_rss_mib']:8.0f} MiB"
         )
     if "ray" in results:
         ratio = results["ray"]["wall_s"] / results["local"]["wall_s"]
