@@ -104,3 +104,14 @@ def episodes_ended(journal: Path) -> int:
     except Exception:  # not there yet, or a line half written
         return 0
     return sum(isinstance(e.rec, EpisodeEnded) for e in entries)
+
+
+def grid_driver(grid: Path, runs: Path) -> subprocess.Popen[bytes]:
+    """``mw grid run GRID --runs RUNS`` in a session of its own (to kill with killpg)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bin.mw", "grid", "run", str(grid), "--runs", str(runs)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

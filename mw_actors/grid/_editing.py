@@ -58,6 +58,7 @@ from ..editing._layout import RunLayout
 from ..editing._preflight import check_runtime
 from ..editing._report import load_receipt
 from ..editing.records import CampaignEnded, CampaignStarted, TrialEnded, TrialGraded
+from ._spec import CELL_FIELDS, slug, stable_tag
 
 if TYPE_CHECKING:
     from ._spec import _GridFile
@@ -130,19 +131,13 @@ def _pin(directory: Path) -> Student:
     )
 
 
+# A serve-and-learn grid's fields (an editing grid's config is a wsm config instead).
 _SERVE_LEARN_ONLY = (
     "scenarios",
     "methods",
     "models",
     "learner_models",
-    "train_split",
-    "concurrency",
-    "waiter",
-    "schedule",
-    "provider_latency",
-    "reasoning_effort",
-    "learner_backend",
-    "judge_model",
+    *(name for name in CELL_FIELDS if name != "config"),
 )
 
 
@@ -219,8 +214,6 @@ def _distinct(value: list[Any], field: str) -> list[Any]:
 
 
 def _cell_tag(grid: str, student: str, arm: str, seed: int) -> str:
-    from ._spec import slug, stable_tag
-
     return stable_tag([grid, slug(student, "student"), arm, f"s{seed}"])
 
 

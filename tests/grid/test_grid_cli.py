@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from decimal import Decimal
@@ -18,7 +17,7 @@ import pytest
 from mw_actors.journal import read_journal
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS
 from mw_actors.serve_learn.records import EpisodeEnded, EpisodeStarted
-from tests.processes import ROOT, episodes_ended, mw
+from tests.processes import episodes_ended, grid_driver, mw
 
 GRID = """\
 tag: g1
@@ -84,16 +83,6 @@ def test_the_contracts_commands(tmp_path: Path) -> None:
     assert "began with other allocation_usd" in changed.stderr
 
 
-def _driver(grid: Path, runs: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bin.mw", "grid", "run", str(grid), "--runs", str(runs)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_driver_killed_with_kill_9_resumes_and_loses_nothing(tmp_path: Path) -> None:
@@ -101,7 +90,7 @@ def test_a_driver_killed_with_kill_9_resumes_and_loses_nothing(tmp_path: Path) -
     grid.write_text(GRID + "provider_latency: ttft=0.1\nconcurrency: 2\n")
     runs = tmp_path / "runs"
     journal = runs / "g1" / "cells" / "g1.synthetic_l1.mwm-local.local-scripted" / "journal"
-    driver = _driver(grid, runs)
+    driver = grid_driver(grid, runs)
     deadline = time.monotonic() + 120
     while True:  # kill it mid-cell, some episodes ended and some in flight
         assert time.monotonic() < deadline and driver.poll() is None

@@ -9,8 +9,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 from decimal import Decimal
@@ -46,7 +44,7 @@ from mw_actors.grid.records import CellStarted
 from mw_actors.journal import read_journal
 from mw_actors.metering import BUDGET_RECORDS, BudgetReserved, BudgetSettled
 from mw_errors import ConfigError, IntegrityError
-from tests.processes import ROOT, mw
+from tests.processes import grid_driver, mw
 
 ENVIRON = {"PATH": "/usr/bin:/bin"}
 TRUSTED = CampaignOptions(local_trusted=True)  # the library tests: no sandbox start per cell
@@ -233,13 +231,7 @@ def test_a_killed_editing_grid_sets_the_interrupted_cell_aside_and_finishes(
     grid = _grid(tmp_path, wsm_master, GRID.replace("[1, 2]", "[1, 2, 3]"))
     runs = tmp_path / "runs"
     second = runs / "e1" / "cells" / "e1.student.baseline.s2"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "bin.mw", "grid", "run", str(grid), "--runs", str(runs)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    driver = grid_driver(grid, runs)
     deadline = time.monotonic() + 120
     while not _has(second, TrialStarted):  # kill it mid-trial, in the second cell
         assert time.monotonic() < deadline and driver.poll() is None
@@ -291,13 +283,7 @@ def test_a_killed_trials_reservation_is_written_off_at_its_envelope(
     grid = _grid(tmp_path, wsm_master, text)
     runs = tmp_path / "runs"
     first = runs / "e1" / "cells" / "e1.student.agent.s1"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "bin.mw", "grid", "run", str(grid), "--runs", str(runs)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    driver = grid_driver(grid, runs)
     deadline = time.monotonic() + 120
     while not _has(first, TrialReserved):  # kill it with the agent's envelope reserved
         assert time.monotonic() < deadline and driver.poll() is None
