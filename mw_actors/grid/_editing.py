@@ -137,7 +137,7 @@ _SERVE_LEARN_ONLY = (
     "methods",
     "models",
     "learner_models",
-    *(name for name in CELL_FIELDS if name != "config"),
+    *(name for name in CELL_FIELDS if name != "config"),  # config: a wsm config here
 )
 
 

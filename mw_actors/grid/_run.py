@@ -233,8 +233,9 @@ async def in_grid_order(
 
 def _flags(grid: GridSpec, cell: Cell) -> Flags:
     settings = dict(grid.settings)
-    if "config" in settings:
-        settings["config"] = Path(settings["config"])
+    for name in ("config", "dataset"):  # kept as strings in grid.json
+        if name in settings:
+            settings[name] = Path(settings[name])
     return Flags(
         scenario=cell.scenario,
         method=cell.method,

@@ -43,6 +43,7 @@ __all__ = ["CELL_FIELDS", "AnyGrid", "Cell", "GridSpec", "cell_tag", "load_grid"
 # flags, as serve_learn.Flags holds them).
 CELL_FIELDS = (
     "config",
+    "dataset",
     "train_split",
     "concurrency",
     "waiter",
@@ -69,6 +70,7 @@ class _GridFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     runs: str | None = None  # storage every node shares (an executor's cells write there)
     max_parallel: int | None = None
     config: str | None = None
+    dataset: str | None = None  # a ServeLearnBench dataset/ folder (slb export-data)
     train_split: int | None = None
     concurrency: int | None = None
     waiter: str | None = None
@@ -185,8 +187,9 @@ def _grid(raw: _GridFile, source: str, base: Path) -> AnyGrid:
             f"{source}: two cells get the same tag", hint="name the methods and models distinctly"
         )
     settings = {name: getattr(raw, name) for name in CELL_FIELDS if getattr(raw, name) is not None}
-    if "config" in settings:  # a path in the grid file is relative to the file
-        settings["config"] = str(base / settings["config"])
+    for name in ("config", "dataset"):  # a path in the grid file is relative to the file
+        if name in settings:
+            settings[name] = str(base / settings[name])
     return GridSpec(
         tag=grid,
         cells=cells,

@@ -32,8 +32,11 @@ from mw_actors.serve_learn import (
     RunDir,
     ensure_synthetic,
     launch_spec,
+    make_method,
     run_campaign,
+    score_file,
 )
+from mw_actors.serve_learn._slb import slb_available
 from mw_actors.serve_learn.records import EpisodeStarted
 
 pytestmark = pytest.mark.anyio
@@ -235,3 +238,33 @@ async def test_cells_start_in_the_grids_order_at_most_n_at_once(parallel: int) -
     jobs = list(range(12))
     await in_grid_order(jobs, parallel, one)  # type: ignore[arg-type]
     assert started == jobs and most == parallel
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not slb_available(), reason="the servelearnbench package is not installed")
+async def test_a_grid_over_the_benchmarks_own_scenario_and_methods(tmp_path: Path) -> None:
+    # The real banking_l1 export, shared by every cell through the grid's dataset.
+    data = Path(__file__).resolve().parents[1] / "data" / "servelearnbench"
+    grid = load_grid(
+        _grid(
+            tmp_path,
+            f"tag: b1\nscenarios: [banking_l1]\nmethods: [blind, slb:blind]\n"
+            f"models: [local/scripted]\ndataset: {data}\nallocation: 5\n",
+        )
+    )
+    runs = tmp_path / "runs"
+    outcomes = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
+    assert [o.state for o in outcomes] == ["completed", "completed"]
+    header, *rows = leaderboard_csv(outcomes).splitlines()
+    assert header.split(",")[:4] == ["model", "method", "banking_H_L1", "banking_F_L1"]
+    assert [r.split(",")[1] for r in rows] == ["blind", "slb:blind"]
+    # Each cell is what `mw serve-learn run banking_l1 --dataset ...` writes for it.
+    cell = grid.cells[1]
+    flags = Flags(scenario="banking_l1", method="slb:blind", dataset=data, allocation="5")
+    spec = launch_spec(flags, ENVIRON, tmp_path / "alone", "solo")
+    single = await run_campaign(spec)
+    name = make_method(cell.method).name
+    ours = RunDir(GridPlace(runs, "b1").cells, cell.tag, cell.scenario, name).results
+    assert ours.is_file() and _rows(ours) == _rows(single.results)
+    assert outcomes[1].hidden == score_file(single.results).hidden
