@@ -192,6 +192,12 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
         for arm in chosen
         for seed in seeds
     ]
+    tags = [c.tag for c in cells]
+    if len(set(tags)) != len(tags):  # "a b" and "a-b" are both the student a-b in a tag
+        raise ConfigError(
+            f"{source}: two cells get the same tag",
+            hint="name the students' directories distinctly",
+        )
     return EditGridSpec(
         tag=grid,
         cells=cells,

@@ -125,12 +125,15 @@ def test_a_bad_editing_grid_is_refused_in_one_line(
         ("tag: g\nscenarios: [synthetic_l1]\nmethods: [blind]\nmodels: [local/scripted]\n"
          "seeds: [1]\nallocation: 1\n", "belong to an editing grid"),
         ("tag: g\nmethods: [blind]\nallocation: 1\n", "needs scenarios, models"),
+        (GRID + "students: [a b, a-b]\n", "two cells get the same tag"),
     ],
 )  # fmt: skip
 def test_fields_of_the_other_kind_or_bad_seeds_are_refused(
     tmp_path: Path, wsm_master: Path, text: str, message: str
 ) -> None:
     path = _grid(tmp_path, wsm_master, text)
+    shutil.copytree(tmp_path / "wsm" / "student", tmp_path / "a b")
+    shutil.copytree(tmp_path / "wsm" / "student", tmp_path / "a-b")
     with pytest.raises(ConfigError, match=message):
         load_grid(path)
 
