@@ -18,6 +18,7 @@ from ._config import (
     BenchmarkConfig,
     Loaded,
     PolicyFile,
+    Student,
     Trial,
     load_config,
     load_policy,
@@ -25,10 +26,10 @@ from ._config import (
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
 from ._layout import RunLayout
-from ._preflight import PreflightReport, preflight
+from ._preflight import PreflightReport, check_runtime, preflight
 from ._regrade import RegradeOutcome, regrade
 from ._render import render_html, render_markdown
-from ._report import Report, build_report, render_json
+from ._report import Report, build_report, load_receipt, render_json
 from .records import EDITING_RECORDS, Receipt, TrialEnded
 
 __all__ = [
@@ -52,15 +53,18 @@ __all__ = [
     "RunLayout",
     "RunPython",
     "SnapshotManifest",
+    "Student",
     "Trial",
     "TrialEnded",
     "Undo",
     "build_report",
+    "check_runtime",
     "file_sha256",
     "import_smollm2",
     "load_actions",
     "load_config",
     "load_policy",
+    "load_receipt",
     "payload_sha256",
     "preflight",
     "prepare_run",

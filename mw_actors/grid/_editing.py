@@ -48,15 +48,16 @@ from .._tags import check_tag
 from ..editing import (
     EDITING_RECORDS,
     CampaignOptions,
+    Loaded,
+    RunLayout,
+    Student,
     build_report,
+    check_runtime,
     load_config,
+    load_receipt,
     preflight,
     run_campaign,
 )
-from ..editing._config import Loaded, Student
-from ..editing._layout import RunLayout
-from ..editing._preflight import check_runtime
-from ..editing._report import load_receipt
 from ..editing.records import CampaignEnded, CampaignStarted, TrialEnded, TrialGraded
 from ._spec import CELL_FIELDS, slug, stable_tag
 
