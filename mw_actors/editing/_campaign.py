@@ -32,12 +32,12 @@ import anyio
 import msgspec
 import structlog
 
-import meters
 from meters import (
     Blocked,
     Budget,
     LocalReserver,
     MeterConfig,
+    Reserver,
     encode_summary,
     read_ledger,
     summarize,
@@ -273,7 +273,7 @@ class TrialScheduler(Actor[Any]):
         layout: RunLayout,
         options: CampaignOptions,
         *,
-        reserver: meters.Reserver,
+        reserver: Reserver,
         grader: ActorRef[GradeJob],
         meters: SupervisorRef,
         done: anyio.Event,
@@ -561,7 +561,7 @@ async def run_campaign(
     output: Path,
     options: CampaignOptions,
     *,
-    budget: meters.Reserver | None = None,
+    budget: Reserver | None = None,
 ) -> RunLayout:
     """Run every trial of ``loaded`` into the new directory ``output``.
 
@@ -607,7 +607,7 @@ async def _run_tree(
     options: CampaignOptions,
     campaign_spec: SupervisorSpec,
     done: anyio.Event,
-    budget: meters.Reserver | None,
+    budget: Reserver | None,
 ) -> None:
     records = [*BUDGET_RECORDS, *EDITING_RECORDS]
     async with open_campaign_tree(

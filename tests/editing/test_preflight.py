@@ -135,6 +135,8 @@ def test_modal_is_refused_offline(fixture_config: Path) -> None:
         (lambda d: d["arms"][1].pop("script"), "needs a script"),
         (lambda d: d.update(surprise=1), "unknown field"),
         (lambda d: d["money"].update(allocation_usd="lots"), "not a dollar amount"),
+        (lambda d: d.update(seed=-1), r"seed=-1 must be in 0\.\.2\*\*32-1"),
+        (lambda d: d.update(seed="one"), "Expected `int | null`"),
     ],
 )
 def test_bad_configs_get_one_clear_line(fixture_config: Path, change: Any, message: str) -> None:
