@@ -35,7 +35,7 @@ import msgspec
 import structlog
 
 import meters
-from mw_errors import ConfigError, MwError
+from mw_errors import ConfigError, EvidenceError, MwError
 
 from .._core import (
     Actor,
@@ -424,6 +424,7 @@ def read_grid(runs: Path, tag: str) -> AnyGrid:
 
     Raises:
         ConfigError: no grid of that tag there.
+        EvidenceError: its grid.json is damaged.
     """
     place = GridPlace(runs, tag)
     if not place.spec.is_file():
@@ -431,9 +432,15 @@ def read_grid(runs: Path, tag: str) -> AnyGrid:
             f"no grid {tag} under {runs}", hint="pass the grid's tag and its --runs (or $MW_RUNS)"
         )
     data = place.spec.read_bytes()
-    if msgspec.json.decode(data, type=_Kind).kind == "editing":
-        return msgspec.json.decode(data, type=EditGridSpec)
-    return msgspec.json.decode(data, type=GridSpec)
+    try:
+        if msgspec.json.decode(data, type=_Kind).kind == "editing":
+            return msgspec.json.decode(data, type=EditGridSpec)
+        return msgspec.json.decode(data, type=GridSpec)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise EvidenceError(
+            f"{place.spec} is not a grid mw wrote: {exc}",
+            hint="restore it from a copy; the grid's journal and cells are untouched",
+        ) from None
 
 
 def grid_running(runs: Path, tag: str) -> bool:

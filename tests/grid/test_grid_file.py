@@ -16,10 +16,12 @@ from mw_actors.grid import (
     leaderboard,
     leaderboard_csv,
     load_grid,
+    read_grid,
     setting_column,
 )
 from mw_actors.serve_learn import OFFICIAL_SCENARIOS
-from mw_errors import ConfigError
+from mw_errors import ConfigError, EvidenceError
+from tests.processes import mw
 
 GRID = """\
 tag: g1
@@ -215,3 +217,15 @@ def leaderboard_html_of(outcomes: list[CellOutcome]) -> str:
     from mw_actors.grid import leaderboard_html
 
     return leaderboard_html(outcomes, title="t <&>")
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b'{"tag": 5}', b'{"kind": "editing"}'])
+def test_a_damaged_grid_json_is_one_clear_line(tmp_path: Path, damage: bytes) -> None:
+    place = tmp_path / "runs" / "g1"
+    place.mkdir(parents=True)
+    (place / "grid.json").write_bytes(damage)
+    with pytest.raises(EvidenceError, match="is not a grid mw wrote"):
+        read_grid(tmp_path / "runs", "g1")
+    done = mw("grid", "status", "g1", "--runs", str(tmp_path / "runs"))
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1 and "grid.json" in done.stderr
