@@ -164,13 +164,17 @@ def test_mw_grid_run_with_the_ray_executor(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     from tests.processes import mw
 
-    (tmp_path / "grid.yaml").write_text(GRID.format(tag="c").replace("synthetic_l1, ", ""))
-    runs = str(tmp_path / "runs")
-    done = mw("grid", "run", str(tmp_path / "grid.yaml"), "--runs", runs, "--executor", "ray",
+    # The run directories on the storage the grid file names (what the nodes share).
+    text = GRID.format(tag="c").replace("synthetic_l1, ", "") + "runs: shared/runs\n"
+    (tmp_path / "grid.yaml").write_text(text)
+    runs = str(tmp_path / "shared" / "runs")
+    done = mw("grid", "run", str(tmp_path / "grid.yaml"), "--executor", "ray",
               "--max-parallel", "2", timeout=200)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "2 of 2 cells ended" in done.stdout
-    journal = (tmp_path / "runs" / "c" / "grid-journal").glob("*.jsonl")
+    status = json.loads(mw("grid", "status", "c", "--runs", runs, "--json").stdout)
+    assert [c["state"] for c in status["cells"]] == ["completed", "completed"]
+    journal = (tmp_path / "shared" / "runs" / "c" / "grid-journal").glob("*.jsonl")
     started = [json.loads(line) for path in journal for line in path.read_text().splitlines()]
     assert any(e["rec"].get("executor") == "ray" for e in started if "rec" in e)
     wrong = mw("grid", "run", str(tmp_path / "grid.yaml"), "--runs", runs, "--address", "x")
