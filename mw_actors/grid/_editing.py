@@ -341,10 +341,10 @@ class EditJob:
         """Move an interrupted attempt to ``cells/.attempts/<cell>.<n>``; whether one was."""
         if not self.output.exists():
             return False
-        attempts = self.output.parent / ATTEMPTS
-        attempts.mkdir(exist_ok=True)
-        number = 1 + sum(1 for p in attempts.glob(f"{self.tag}.*") if p.is_dir())
-        os.replace(self.output, attempts / f"{self.tag}.{number}")
+        cells = self.output.parent
+        (cells / ATTEMPTS).mkdir(exist_ok=True)
+        number = 1 + len(_attempts(cells, self.tag))
+        os.replace(self.output, cells / ATTEMPTS / f"{self.tag}.{number}")
         return True
 
 
@@ -373,7 +373,7 @@ class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
     state: EditState
     tasks: dict[str, TaskLosses]  # every task; its losses only once the cell completed
     cost_usd: str  # every policy ledger line, of every attempt
-    trials: int  # the cell's trials (None before it started: 0)
+    trials: int  # the cell's trials (0 before it started)
     ended: int  # its trials ended so far
     attempts: int  # its interrupted attempts set aside
 
@@ -393,14 +393,23 @@ class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
         }
 
 
-def _attempts(cells: Path, cell: EditCell) -> list[Path]:
-    return sorted(p for p in (cells / ATTEMPTS).glob(f"{cell.tag}.*") if p.is_dir())
+def _attempts(cells: Path, tag: str) -> list[Path]:
+    """The attempts of cell ``tag`` set aside (``<tag>.<n>``), in the order they were."""
+    aside = cells / ATTEMPTS
+    if not aside.is_dir():
+        return []
+    found = []
+    for path in aside.iterdir():
+        name, _, number = path.name.rpartition(".")
+        if name == tag and number.isdigit() and path.is_dir():
+            found.append((int(number), path))
+    return [path for _, path in sorted(found)]
 
 
 def edit_cell_lines(cells: Path, cell: EditCell) -> list[meters.LedgerLine]:
     """Every ledger line the cell's policy meters wrote, in every attempt."""
     lines: list[meters.LedgerLine] = []
-    for root in [*_attempts(cells, cell), cells / cell.tag]:
+    for root in [*_attempts(cells, cell.tag), cells / cell.tag]:
         for path in sorted(root.glob(POLICY_LEDGERS)):
             lines.extend(meters.read_ledger(path))
     return lines
@@ -463,7 +472,7 @@ def read_edit_cell(cells: Path, cell: EditCell, tasks: Sequence[str]) -> EditOut
         cost_usd=meters.usd(cost),
         trials=0 if started is None else len(started.trials),
         ended=len(outcomes),
-        attempts=len(_attempts(cells, cell)),
+        attempts=len(_attempts(cells, cell.tag)),
     )
 
 
