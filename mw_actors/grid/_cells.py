@@ -33,7 +33,7 @@ from ..serve_learn import (
 from ..serve_learn.records import CampaignEnded, CampaignStarted, EpisodeEnded
 from ._spec import Cell
 
-__all__ = ["LEDGERS", "CellOutcome", "CellState", "read_cell"]
+__all__ = ["ENDED", "LEDGERS", "CellOutcome", "CellState", "read_cell", "run_state"]
 
 CellState = Literal["pending", "running", "unknown", "completed", "budget_blocked", "failed"]
 ENDED = ("completed", "budget_blocked", "failed")
@@ -93,6 +93,19 @@ def cell_lines(root: Path) -> list[meters.LedgerLine]:
     return lines
 
 
+def run_state(root: Path, journal: Path, ended: CellState | None) -> CellState:
+    """A run's state (of either kind): ``ended``, the state its end record gives, if any.
+
+    ``pending`` without a journal, ``running`` while a live process holds its lock,
+    ``unknown`` with a journal, no end and nobody running it.
+    """
+    if not journal.is_dir():
+        return "pending"
+    if ended is not None:
+        return ended
+    return "running" if is_locked(root) else "unknown"
+
+
 def read_cell(cells: Path, cell: Cell) -> CellOutcome:
     """``cell`` as its run directory under ``cells`` stands now."""
     run = RunDir(cells, cell.tag, cell.scenario, make_method(cell.method).name)
@@ -114,15 +127,7 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
                 started = rec
             elif isinstance(rec, CampaignEnded):
                 ended = rec
-    state: CellState
-    if not run.journal.is_dir():
-        state = "pending"
-    elif ended is not None:
-        state = ended.state
-    elif is_locked(run.root):
-        state = "running"
-    else:
-        state = "unknown"
+    state = run_state(run.root, run.journal, None if ended is None else ended.state)
     scored = state in ENDED and run.results.is_file()
     score = score_file(run.results) if scored else None
     cost = sum((Decimal(line.cost_usd) for line in cell_lines(run.root)), Decimal(0))

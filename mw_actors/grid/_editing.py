@@ -41,7 +41,6 @@ from mw_errors import ConfigError
 
 from .._core import read_journal
 from .._hashing import file_sha256, payload_sha256
-from .._lock import is_locked
 from .._reserver import BUDGET_RECORDS
 from .._smollm2 import SNAPSHOT_FILES
 from .._tags import check_tag
@@ -59,6 +58,7 @@ from ..editing import (
     run_campaign,
 )
 from ..editing.records import CampaignEnded, CampaignStarted, TrialEnded, TrialGraded
+from ._cells import ENDED, CellState, run_state
 from ._spec import CELL_FIELDS, slug, stable_tag
 
 if TYPE_CHECKING:
@@ -78,8 +78,6 @@ __all__ = [
 
 ATTEMPTS = ".attempts"  # under cells/: the interrupted attempts set aside
 RECORDS = (*BUDGET_RECORDS, *EDITING_RECORDS)  # what an editing run's journal holds
-EditState = Literal["pending", "running", "unknown", "completed", "budget_blocked", "failed"]
-ENDED = ("completed", "budget_blocked", "failed")
 POLICY_LEDGERS = "trials/*/policy/ledger/ledger.jsonl"
 
 
@@ -370,7 +368,7 @@ class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
     student: str
     arm: str
     seed: int
-    state: EditState
+    state: CellState
     tasks: dict[str, TaskLosses]  # every task; its losses only once the cell completed
     cost_usd: str  # every policy ledger line, of every attempt
     trials: int  # the cell's trials (0 before it started)
@@ -433,22 +431,17 @@ def read_edit_cell(cells: Path, cell: EditCell, tasks: Sequence[str]) -> EditOut
                 graded.setdefault(rec.trial_id, rec)
             elif isinstance(rec, CampaignEnded):
                 finished = True
-    state: EditState
-    if not layout.journal.is_dir():
-        state = "pending"
-    elif finished:
+    ended: CellState | None = None
+    if finished:
         states = set(outcomes.values())
-        state = (
+        ended = (
             "completed"
             if states == {"completed"}
             else "budget_blocked"
             if "budget_blocked" in states
             else "failed"
         )
-    elif is_locked(layout.root):
-        state = "running"
-    else:
-        state = "unknown"
+    state = run_state(layout.root, layout.journal, ended)
     losses = {task: TaskLosses(task_loss=None, regression_loss=None) for task in tasks}
     if state == "completed":  # scored only once it ended, every trial completed
         for task in tasks:
