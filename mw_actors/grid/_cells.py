@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -58,25 +58,6 @@ class CellOutcome(msgspec.Struct, frozen=True, kw_only=True):
     tested: int  # test episodes ended so far
     serving_total: int | None  # the cell's serving cases (None before it started)
     windows: list[WindowScores] = []  # the learning curve: each window tested so far
-
-    def status(self) -> dict[str, Any]:
-        """The cell's entry in ``mw grid status --json``."""
-        return {
-            "tag": self.tag,
-            "scenario": self.scenario,
-            "method": self.method,
-            "model": self.model,
-            "state": self.state,
-            "hidden": self.hidden,
-            "fully_specified": self.fully_specified,
-            "cost_usd": self.cost_usd,
-            "hidden_so_far": self.hidden_so_far,
-            "fully_specified_so_far": self.fully_specified_so_far,
-            "served": self.served,
-            "serving_total": self.serving_total,
-            "tested": self.tested,
-            "windows": [msgspec.to_builtins(w) for w in self.windows],
-        }
 
 
 def _mean(values: list[float]) -> float | None:

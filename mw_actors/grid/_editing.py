@@ -364,6 +364,8 @@ class TaskLosses(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """An editing cell as its files stand (as ``mw grid status --json`` prints it)."""
+
     tag: str
     student: str
     arm: str
@@ -372,23 +374,8 @@ class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
     tasks: dict[str, TaskLosses]  # every task; its losses only once the cell completed
     cost_usd: str  # every policy ledger line, of every attempt
     trials: int  # the cell's trials (0 before it started)
-    ended: int  # its trials ended so far
+    trials_ended: int  # its trials ended so far
     attempts: int  # its interrupted attempts set aside
-
-    def status(self) -> dict[str, Any]:
-        """The cell's entry in ``mw grid status --json``."""
-        return {
-            "tag": self.tag,
-            "student": self.student,
-            "arm": self.arm,
-            "seed": self.seed,
-            "state": self.state,
-            "tasks": {t: msgspec.to_builtins(v) for t, v in self.tasks.items()},
-            "cost_usd": self.cost_usd,
-            "trials": self.trials,
-            "trials_ended": self.ended,
-            "attempts": self.attempts,
-        }
 
 
 def _attempts(cells: Path, tag: str) -> list[Path]:
@@ -464,7 +451,7 @@ def read_edit_cell(cells: Path, cell: EditCell, tasks: Sequence[str]) -> EditOut
         tasks=losses,
         cost_usd=meters.usd(cost),
         trials=0 if started is None else len(started.trials),
-        ended=len(outcomes),
+        trials_ended=len(outcomes),
         attempts=len(_attempts(cells, cell.tag)),
     )
 

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import msgspec
+
 import meters
 
 from .._svg import Bars, Series, bar_chart, line_chart
@@ -224,7 +226,10 @@ def leaderboard_html(outcomes: Sequence[CellOutcome | EditOutcome], *, title: st
     if edits:
         detail = _table(
             ["cell", "state", "trials ended", "attempts set aside", "cost (USD)"],
-            [[o.tag, o.state, f"{o.ended}/{o.trials}", str(o.attempts), o.cost_usd] for o in edits],
+            [
+                [o.tag, o.state, f"{o.trials_ended}/{o.trials}", str(o.attempts), o.cost_usd]
+                for o in edits
+            ],
         )
         figures = (
             "<h2>Task losses</h2><p>each row's mean private-partition loss over its seeds "
@@ -290,7 +295,7 @@ def grid_status(
     status = {
         "tag": tag,
         "state": state,
-        "cells": [o.status() for o in outcomes],
+        "cells": [msgspec.to_builtins(o) for o in outcomes],  # each outcome's fields
         "spend_usd": meters.usd(spend),
         "allocation_usd": meters.usd(allocation),
     }
