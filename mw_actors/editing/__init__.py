@@ -22,6 +22,7 @@ from ._config import (
     Trial,
     load_config,
     load_policy,
+    pin_student,
 )
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
@@ -66,6 +67,7 @@ __all__ = [
     "load_policy",
     "load_receipt",
     "payload_sha256",
+    "pin_student",
     "preflight",
     "prepare_run",
     "regrade",

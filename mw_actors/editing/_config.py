@@ -36,6 +36,7 @@ __all__ = [
     "Trial",
     "load_config",
     "load_policy",
+    "pin_student",
 ]
 
 CONFIG_SCHEMA_VERSION = 1
@@ -73,6 +74,28 @@ class Student(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: str
     files: dict[str, str]  # file name -> sha256
     payload_sha256: str  # of model.safetensors' tensors
+
+
+def pin_student(directory: Path, path: str | None = None) -> Student:
+    """The snapshot in ``directory``, pinned by its files' hashes (``path``: how to name it).
+
+    Raises:
+        ConfigError: ``directory`` is not a model snapshot.
+    """
+    from .._hashing import file_sha256, payload_sha256
+    from .._smollm2 import SNAPSHOT_FILES
+
+    missing = [n for n in SNAPSHOT_FILES if not (directory / n).is_file()]
+    if missing:
+        raise ConfigError(
+            f"{directory} is not a model snapshot: it lacks {', '.join(missing)}",
+            hint="make one with `wsm model import-smollm2 --output DIR`",
+        )
+    return Student(
+        path=str(directory) if path is None else path,
+        files={n: file_sha256(directory / n) for n in SNAPSHOT_FILES},
+        payload_sha256=payload_sha256(directory / "model.safetensors"),
+    )
 
 
 class Arm(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

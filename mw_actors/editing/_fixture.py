@@ -23,10 +23,9 @@ import msgspec
 
 from mw_errors import ConfigError
 
-from .._hashing import file_sha256, payload_sha256
-from .._smollm2 import SNAPSHOT_FILES
+from .._hashing import file_sha256
 from ._actions import ACTIONS_SCHEMA_VERSION
-from ._config import CONFIG_SCHEMA_VERSION
+from ._config import CONFIG_SCHEMA_VERSION, pin_student
 
 __all__ = ["FIXTURE_PRICES", "write_fixture"]
 
@@ -167,14 +166,10 @@ def write_fixture(output: Path, *, student: Path | None = None) -> Path:
         raise ConfigError(
             f"{output} already holds files", hint="pass a new or empty --output directory"
         )
+    # A given student is pinned (and refused if it is no snapshot) before anything is written.
     if student is not None:
-        missing = [n for n in SNAPSHOT_FILES if not (student / n).is_file()]
-        if missing:
-            raise ConfigError(
-                f"{student} is not a model snapshot: it lacks {', '.join(missing)}",
-                hint="make one with `wsm model import-smollm2 --output DIR`",
-            )
         student = student.resolve()
+        pinned = pin_student(student)  # by its absolute path
     output.mkdir(parents=True, exist_ok=True)
     if student is None:
         student = output / "student"
@@ -182,6 +177,7 @@ def write_fixture(output: Path, *, student: Path | None = None) -> Path:
         (student / "config.json").write_text(json.dumps(MODEL_CONFIG, indent=2) + "\n")
         _weights(student / "model.safetensors")
         _tokenizer(student / "tokenizer.json")
+        pinned = pin_student(student, "student")  # beside the config
         arms: list[dict[str, object]] = [
             {"name": "baseline"},
             {"name": "scripted"},
@@ -219,13 +215,7 @@ def write_fixture(output: Path, *, student: Path | None = None) -> Path:
         "schema_version": CONFIG_SCHEMA_VERSION,
         "name": name,
         "labels": labels,
-        "student": {
-            "path": str(student.relative_to(output))
-            if student.is_relative_to(output)
-            else str(student),
-            "files": {n: file_sha256(student / n) for n in SNAPSHOT_FILES},
-            "payload_sha256": payload_sha256(student / "model.safetensors"),
-        },
+        "student": msgspec.to_builtins(pinned),
         "datasets": [
             {
                 "task": "completion",

@@ -40,9 +40,7 @@ import meters
 from mw_errors import ConfigError
 
 from .._core import read_journal
-from .._hashing import file_sha256, payload_sha256
 from .._reserver import BUDGET_RECORDS
-from .._smollm2 import SNAPSHOT_FILES
 from .._tags import check_tag
 from ..editing import (
     EDITING_RECORDS,
@@ -54,6 +52,7 @@ from ..editing import (
     check_runtime,
     load_config,
     load_receipt,
+    pin_student,
     preflight,
     run_campaign,
 )
@@ -116,20 +115,6 @@ class EditGridSpec(msgspec.Struct, frozen=True, kw_only=True):
         }
 
 
-def _pin(directory: Path) -> Student:
-    missing = [n for n in SNAPSHOT_FILES if not (directory / n).is_file()]
-    if missing:
-        raise ConfigError(
-            f"student {directory} is not a model snapshot: it lacks {', '.join(missing)}",
-            hint="name snapshot directories (`wsm model import-smollm2 --output DIR` makes one)",
-        )
-    return Student(
-        path=str(directory),
-        files={n: file_sha256(directory / n) for n in SNAPSHOT_FILES},
-        payload_sha256=payload_sha256(directory / "model.safetensors"),
-    )
-
-
 # A serve-and-learn grid's fields (an editing grid's config is a wsm config instead).
 _SERVE_LEARN_ONLY = (
     "scenarios",
@@ -184,7 +169,7 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
                 f"{source}: two students share the directory name {names}",
                 hint="a student is named by its directory's name: give them distinct names",
             )
-        students = {d.name: _pin(d) for d in directories}  # pinned now, kept in grid.json
+        students = {d.name: pin_student(d) for d in directories}  # pinned now, kept in grid.json
     cells = [
         EditCell(_cell_tag(grid, student, arm, seed), student, arm, seed)
         for student in students
