@@ -27,7 +27,7 @@ from ._config import (
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
 from ._layout import RunLayout
-from ._preflight import PreflightReport, check_runtime, preflight
+from ._preflight import PreflightReport, preflight
 from ._regrade import RegradeOutcome, regrade
 from ._render import render_html, render_markdown
 from ._report import Report, build_report, load_receipt, render_json
@@ -59,7 +59,6 @@ __all__ = [
     "TrialEnded",
     "Undo",
     "build_report",
-    "check_runtime",
     "file_sha256",
     "import_smollm2",
     "load_actions",

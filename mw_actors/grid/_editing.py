@@ -37,7 +37,7 @@ import anyio
 import msgspec
 
 import meters
-from mw_errors import ConfigError
+from mw_errors import ConfigError, IntegrityError
 
 from .._core import read_journal
 from .._reserver import BUDGET_RECORDS
@@ -49,7 +49,6 @@ from ..editing import (
     RunLayout,
     Student,
     build_report,
-    check_runtime,
     load_config,
     load_receipt,
     pin_student,
@@ -222,11 +221,11 @@ def _absolute(node: Any, root: Path) -> Any:
     return node
 
 
-def cell_config(grid: EditGridSpec, cell: EditCell) -> bytes:
-    """The cell's wsm config: the base with its student, its one arm, its seed.
+def _base(grid: EditGridSpec) -> Loaded:
+    """The grid's base config, as it was when the grid began.
 
-    Its paths are absolute, so it reads the same wherever it is kept. Each cell may
-    spend up to the grid's whole allocation: the grid's one budget holds them all.
+    Raises:
+        ConfigError: it changed since.
     """
     loaded = load_config(Path(grid.config))
     if loaded.sha256 != grid.config_sha256:
@@ -234,13 +233,26 @@ def cell_config(grid: EditGridSpec, cell: EditCell) -> bytes:
             f"config {grid.config} changed since grid {grid.tag} began",
             hint="restore it, or give the new grid a new tag",
         )
-    data = _absolute(msgspec.json.decode(loaded.path.read_bytes()), loaded.root)
-    data["arms"] = [a for a in data["arms"] if a["name"] == cell.arm]
-    data["student"] = msgspec.to_builtins(grid.students[cell.student])
-    data["seed"] = cell.seed
-    if data.get("money") is not None:
-        data["money"]["allocation_usd"] = meters.usd(grid.allocation_usd)
-    return msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n"
+    return loaded
+
+
+def cell_configs(grid: EditGridSpec, base: Loaded) -> dict[str, bytes]:
+    """Each cell's wsm config (by tag): ``base`` with its student, its one arm, its seed.
+
+    Their paths are absolute, so they read the same wherever they are kept. Each cell
+    may spend up to the grid's whole allocation: the grid's one budget holds them all.
+    """
+    source = _absolute(msgspec.json.decode(base.path.read_bytes()), base.root)
+    configs = {}
+    for cell in grid.cells:
+        data = dict(source)
+        data["arms"] = [a for a in source["arms"] if a["name"] == cell.arm]
+        data["student"] = msgspec.to_builtins(grid.students[cell.student])
+        data["seed"] = cell.seed
+        if source.get("money") is not None:
+            data["money"] = {**source["money"], "allocation_usd": meters.usd(grid.allocation_usd)}
+        configs[cell.tag] = msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n"
+    return configs
 
 
 def config_path(root: Path, cell: EditCell) -> Path:
@@ -263,35 +275,46 @@ def require_options(grid: EditGridSpec, options: CampaignOptions | None) -> Camp
 
 
 def check_edit_cells(grid: EditGridSpec, options: CampaignOptions | None) -> None:
-    """Every cell's config checked as ``wsm benchmark preflight`` checks it, writing nothing.
+    """Every cell checked as ``wsm benchmark preflight`` checks its config, writing nothing.
+
+    The cells share all but their student, arm and seed, so each input is verified
+    once: the base config's (datasets, every arm's script, the runtime, the prices,
+    its own student) by its preflight, each other student against its pin; then each
+    cell's config is read as ``wsm`` reads it.
 
     Raises:
         ConfigError: a cell cannot run as given (or no options were given to run it).
         IntegrityError: an input changed since it was pinned.
     """
     options = require_options(grid, options)
+    base = _base(grid)
+    preflight(base)
+    for name, student in grid.students.items():
+        if pin_student(Path(student.path), student.path) != student:
+            raise IntegrityError(
+                f"student {name} ({student.path}) changed since the grid pinned it",
+                hint="restore it, or give the new grid a new tag",
+            )
+    if base.config.runtime.backend == "local" and not options.local_trusted:
+        raise ConfigError(
+            "runtime.backend is 'local', which runs untrusted edits without isolation",
+            hint="pass --local-trusted to accept that, or set runtime.backend to 'bwrap'",
+        )
     with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
-        for cell in grid.cells:
-            path = Path(scratch) / f"{cell.tag}.json"
-            path.write_bytes(cell_config(grid, cell))
-            loaded = load_config(path)
-            preflight(loaded)
-            check_runtime(loaded)
-            if loaded.config.runtime.backend == "local" and not options.local_trusted:
-                raise ConfigError(
-                    f"cell {cell.tag}: runtime.backend is 'local', which runs untrusted edits "
-                    "without isolation",
-                    hint="pass --local-trusted to accept that, or set runtime.backend to 'bwrap'",
-                )
+        for tag, data in cell_configs(grid, base).items():
+            path = Path(scratch) / f"{tag}.json"
+            path.write_bytes(data)
+            load_config(path)
 
 
 def write_cell_configs(grid: EditGridSpec, root: Path) -> None:
     """Each cell's config under ``root``, once (a resumed grid's are the same bytes)."""
+    configs = cell_configs(grid, _base(grid))
     for cell in grid.cells:
         path = config_path(root, cell)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            meters.write_atomically(path, cell_config(grid, cell))
+            meters.write_atomically(path, configs[cell.tag])
 
 
 # -- running a cell -------------------------------------------------------------------------

@@ -328,3 +328,17 @@ async def test_the_configs_own_student_keeps_the_configs_pin(
     with pytest.raises(IntegrityError, match=r"tokenizer\.json"):
         await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(), editing=TRUSTED)
     assert not (tmp_path / "runs" / "e1").exists()  # refused before anything was written
+
+
+@pytest.mark.anyio
+async def test_a_listed_student_changed_after_it_was_pinned_is_refused(
+    tmp_path: Path, wsm_master: Path
+) -> None:
+    grid_file = _grid(tmp_path, wsm_master, GRID.replace("[1, 2]", "[0]") + "students: [other]\n")
+    shutil.copytree(tmp_path / "wsm" / "student", tmp_path / "other")
+    grid = load_grid(grid_file)  # pins it
+    tokenizer = tmp_path / "other" / "tokenizer.json"
+    tokenizer.write_text(tokenizer.read_text() + " ")
+    with pytest.raises(IntegrityError, match=r"student other .* changed since the grid pinned it"):
+        await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(), editing=TRUSTED)
+    assert not (tmp_path / "runs" / "e1").exists()
