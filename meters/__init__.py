@@ -57,12 +57,14 @@ from ._server import (
 from ._transport import LeanPool, LeanTransport
 from ._usage import (
     ChatStream,
+    InvalidUsage,
     ResponsesStream,
     ServerSentEvent,
     SSEParser,
     Usage,
     chat_usage,
     responses_usage,
+    usage_or_none,
 )
 from ._wire import Listener
 
@@ -77,6 +79,7 @@ __all__ = [
     "ChatStream",
     "Granted",
     "Handler",
+    "InvalidUsage",
     "LastChunk",
     "LeanPool",
     "LeanTransport",
@@ -121,6 +124,7 @@ __all__ = [
     "serve_until_signal",
     "summarize",
     "summary_name",
+    "usage_or_none",
     "usd",
     "write_atomically",
 ]

@@ -105,7 +105,7 @@ def chat_request(body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
             )
             continue
         if kind == "custom_tool_call":
-            arguments = json.dumps({"input": item.get("input", "")})
+            arguments = json.dumps({"input": item.get("input", "")}, ensure_ascii=False)
             pending_calls.append(
                 {
                     "id": item["call_id"],
@@ -117,7 +117,11 @@ def chat_request(body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
         flush_calls()
         if kind in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output", "")
-            content = output if isinstance(output, str) else _text_of(output) or json.dumps(output)
+            content = (
+                output
+                if isinstance(output, str)
+                else _text_of(output) or json.dumps(output, ensure_ascii=False)
+            )
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": content})
         elif kind == "message":
             role = item.get("role", "user")

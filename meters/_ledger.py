@@ -54,6 +54,7 @@ Status = Literal[
     "lost",  # the meter died with the attempt in flight: charged its reservation on restart
     "overrun",  # the upstream passed the output reserved: charged in full (a cut stream: reserved)
     "meter_error",  # the meter failed on the request: charged by usage, else reserved if sent
+    "usage_invalid",  # the upstream's usage was no usage (a float, a negative, cached > input)
 ]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 

@@ -41,6 +41,7 @@ from ._budget import Blocked, Budget, Granted, Reservation, Reserver
 from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt, read_ledger
 from ._money import usd
 from ._prices import PriceTable
+from ._requests import RequestRefused, check_tools, encode_body, parse_request
 from ._routes import ROUTES, BadTarget, route_listing, split_target
 from ._server import (
     AbortConnection,
@@ -53,7 +54,15 @@ from ._server import (
     serve_on,
 )
 from ._transport import LeanPool, LeanTransport
-from ._usage import ChatStream, ResponsesStream, SSEParser, Usage, chat_usage, responses_usage
+from ._usage import (
+    ChatStream,
+    InvalidUsage,
+    ResponsesStream,
+    SSEParser,
+    Usage,
+    chat_usage,
+    responses_usage,
+)
 from ._wire import Listener
 
 __all__ = ["LocalReserver", "Meter", "MeterConfig", "MeterStatistics", "serve_meter"]
@@ -93,6 +102,9 @@ class MeterConfig:
     # With an allocation, fetch an answer asked for whole as a stream, and send it whole:
     # only a stream can be cut where an upstream passes the output reserved for it.
     whole_as_stream: bool = True
+    # The stated worst case, in input tokens, of one input a request names and does not
+    # hold (a stored response, an image, a file): None refuses such requests.
+    reference_tokens: int | None = None
     server: ServerLimits = field(default_factory=ServerLimits)
 
     def __post_init__(self) -> None:
@@ -218,6 +230,15 @@ def _refuse(attempt: _Attempt, status: int, code: str, message: str) -> Response
     return openai_error(status, "invalid_request_error", code, message)
 
 
+def _invalid(attempt: _Attempt, why: str, block: Any) -> None:
+    """The upstream's usage is no usage: charged the whole reservation, never $0."""
+    if attempt.status != "overrun":  # an overrun is charged the reservation too, and says more
+        attempt.status = "usage_invalid"
+    attempt.usage, attempt.charge_reserved = None, True
+    attempt.usage_block = block if isinstance(block, dict) else None
+    attempt.note = why
+
+
 class _Overrun(Exception):
     """A streamed answer passed the output it was reserved for."""
 
@@ -277,6 +298,7 @@ class _Attempt:
     note: str = ""
     charge_reserved: bool = False
     output_ceiling: int = 0  # the output tokens reserved for
+    output_floor: int = 0  # the output tokens it streamed, at least (the charge's floor)
     cleared: bool = False  # reserved (or no budget to reserve from): it may go upstream
     sent: bool = False  # handed to the upstream transport
     done: bool = False
@@ -409,36 +431,19 @@ class Meter:
         if rule == "free":
             return await self._forward_free(request, attempt)
         try:
-            body = decode_json(request.body)
-            if not isinstance(body, dict):
-                raise ValueError("the body is not a JSON object")
-            options = body.get("stream_options")
-            if options is not None and not isinstance(options, dict):
-                raise ValueError("stream_options is not an object")
-        except ValueError as exc:
-            return _refuse(attempt, 400, "invalid_json", str(exc))
-        attempt.model = str(body.get("model", ""))
-        attempt.streamed = bool(body.get("stream"))
-        try:
-            attempt.output_ceiling = _choices(body) * self.config.prices.output_ceiling(
-                attempt.model, _output_bound(body)
+            parsed = parse_request(
+                rule, request.body, reference_tokens=self.config.reference_tokens
             )
-            worst = self.config.prices.worst_case(
-                attempt.model, len(request.body), attempt.output_ceiling
-            )
-        except UnpricedModel as exc:
+        except RequestRefused as exc:
             return _refuse(attempt, 400, exc.code, exc.message)
-        blocked = await self._reserve(attempt, worst)
-        if blocked is not None:
-            return blocked
+        body = parsed.body
+        attempt.model, attempt.streamed = parsed.model, parsed.stream
         # Only a capped meter must cut: without an allocation, a whole answer goes as asked.
         as_stream = not attempt.streamed and self.config.whole_as_stream and bool(self.reserver)
+        strip_usage, custom = False, None
         if self.config.adapt_responses and rule == "responses":
-            chat, custom = chat_request({**body, "stream": True} if as_stream else body)
-            payload = _encode(chat)
-            return await self._forward_metered(request, payload, attempt, False, custom)
-        strip_usage = False
-        if as_stream:
+            body, custom = chat_request({**body, "stream": True} if as_stream else body)
+        elif as_stream:
             body["stream"] = True
             if rule == "chat":
                 body["stream_options"] = {"include_usage": True}
@@ -447,8 +452,24 @@ class Meter:
             if not options.get("include_usage"):
                 body["stream_options"] = {**options, "include_usage": True}
                 strip_usage = True
-        payload = _encode(body) if strip_usage or as_stream else request.body
-        return await self._forward_metered(request, payload, attempt, strip_usage, None)
+        try:  # what goes upstream is this parse, and it is what is reserved for
+            check_tools("responses" if custom is None and rule == "responses" else "chat", body)
+            payload = encode_body(body)
+        except RequestRefused as exc:
+            return _refuse(attempt, 400, exc.code, exc.message)
+        prices = self.config.prices
+        try:
+            attempt.output_ceiling = _choices(body) * prices.output_ceiling(
+                attempt.model, _output_bound(body)
+            )
+            unheld = parsed.references * (self.config.reference_tokens or 0)
+            worst = prices.worst_case(attempt.model, len(payload) + unheld, attempt.output_ceiling)
+        except UnpricedModel as exc:
+            return _refuse(attempt, 400, exc.code, exc.message)
+        blocked = await self._reserve(attempt, worst)
+        if blocked is not None:
+            return blocked
+        return await self._forward_metered(request, payload, attempt, strip_usage, custom)
 
     async def _reserve(self, attempt: _Attempt, worst: Decimal) -> Response | None:
         """Reserve ``worst`` for the attempt: None once it may go upstream, else the 429.
@@ -634,7 +655,9 @@ class Meter:
         except ValueError:
             attempt.note = "the body is not JSON"
         self._take_usage(attempt, block, path)
-        if upstream.status_code >= 400:
+        if attempt.status == "usage_invalid":
+            pass
+        elif upstream.status_code >= 400:
             attempt.status = "upstream_error"
             # A provider that answers 5xx may have done the work; 4xx means it refused.
             attempt.charge_reserved = attempt.usage is None and upstream.status_code >= 500
@@ -643,7 +666,12 @@ class Meter:
         return Response(upstream.status_code, self._headers(upstream), content)
 
     def _take_usage(self, attempt: _Attempt, block: Any, path: str) -> None:
-        usage = chat_usage(block) if path == "/v1/chat/completions" else responses_usage(block)
+        """The answer's usage, checked: one that is no usage is charged the reservation."""
+        try:
+            usage = chat_usage(block) if path == "/v1/chat/completions" else responses_usage(block)
+        except InvalidUsage as exc:
+            _invalid(attempt, exc.message, block)
+            return
         if usage is not None:
             attempt.usage, attempt.usage_block = usage, block
 
@@ -680,7 +708,7 @@ class Meter:
                             continue
                     elif responses is not None:
                         responses.observe(event)
-                    if tracker.token_events > attempt.output_ceiling:
+                    if tracker.bound > attempt.output_ceiling:
                         raise _Overrun  # this event was not reserved for: it is not relayed
                     if assembler is not None:
                         assembler.feed(event, tracker.decoded)
@@ -730,7 +758,10 @@ class Meter:
                 await chunks.aclose()
                 await upstream.aclose()
                 self._return(attempt)
-                if tracker.usage is not None:
+                attempt.output_floor = tracker.floor
+                if tracker.invalid is not None:
+                    _invalid(attempt, tracker.invalid, tracker.usage_block)
+                elif tracker.usage is not None:
                     attempt.usage, attempt.usage_block = tracker.usage, tracker.usage_block
                 elif attempt.status == "ok":
                     attempt.status = "unmetered"
@@ -752,7 +783,7 @@ class Meter:
             async for chunk in chunks:
                 for event in parser.feed(chunk):
                     tracker.observe(event)
-                if tracker.token_events > attempt.output_ceiling:
+                if tracker.bound > attempt.output_ceiling:
                     attempt.status = "overrun"
                     return
         except httpx.HTTPError:
@@ -767,6 +798,15 @@ class Meter:
         attempt.done = True
         self._in_flight -= 1
         if attempt.usage is not None and attempt.model != "-":
+            if attempt.output_floor > attempt.usage.output_tokens:
+                # The upstream reported less output than it streamed: charged what it streamed.
+                attempt.note = (
+                    f"the upstream reported {attempt.usage.output_tokens} output tokens and "
+                    f"streamed at least {attempt.output_floor}: charged {attempt.output_floor}"
+                )
+                attempt.usage = msgspec.structs.replace(
+                    attempt.usage, output_tokens=attempt.output_floor
+                )
             cost = self.config.prices.cost(attempt.model, attempt.usage)
             if cost > attempt.reserved and attempt.status in ("ok", "client_disconnected"):
                 # The upstream ignored the request's limit: it is charged in full, and

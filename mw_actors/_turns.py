@@ -194,7 +194,7 @@ class ChatCompletions:
             text=text,
             reasoning=reasoning,
             finish_reason=choice.get("finish_reason"),
-            usage=meters.chat_usage(answer.get("usage")) or meters.Usage(),
+            usage=meters.usage_or_none(answer.get("usage"), chat=True) or meters.Usage(),
             items=[item],
         )
 
@@ -247,7 +247,7 @@ class Responses:
             text=text,
             reasoning="",
             finish_reason="length" if status == "incomplete" else None,
-            usage=meters.responses_usage(answer.get("usage")) or meters.Usage(),
+            usage=meters.usage_or_none(answer.get("usage"), chat=False) or meters.Usage(),
             items=items,
         )
 

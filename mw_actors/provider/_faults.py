@@ -14,7 +14,7 @@ import msgspec
 
 from mw_errors import ConfigError
 
-__all__ = ["FAULTS", "FaultPlan", "Latency"]
+__all__ = ["FAULTS", "PAST_LIMIT", "USAGE_LIES", "FaultPlan", "Latency"]
 
 Fault = Literal[
     "none",
@@ -25,7 +25,30 @@ Fault = Literal[
     "slow_drip",  # one delta every `drip_seconds`
     "malformed_json",  # a body or chunk that is not JSON
     "ignore_max_tokens",  # the answer runs past the request's max_tokens (a provider's bug)
+    # Usage that is no usage, as a lenient server may report it:
+    "usage_empty",  # usage: {}
+    "usage_float",  # the counts as floats (12.0)
+    "usage_string",  # the counts as strings ("12")
+    "usage_negative",  # the counts negative
+    "cached_over_input",  # more cached tokens than input tokens
+    "usage_understated",  # one output token reported, whatever was streamed
+    # Output past max_tokens in a shape a meter may not count (the SDK still reads it):
+    "audio_transcript",  # Chat: each delta as delta.audio.transcript
+    "content_parts",  # Chat: each delta's content as a list of text parts
+    "renamed_events",  # Responses: deltas under another `event:` name (the data's type is kept)
 ]
+# The faults that answer past the request's output limit.
+PAST_LIMIT = frozenset({"ignore_max_tokens", "audio_transcript", "content_parts", "renamed_events"})
+USAGE_LIES = frozenset(
+    {
+        "usage_empty",
+        "usage_float",
+        "usage_string",
+        "usage_negative",
+        "cached_over_input",
+        "usage_understated",
+    }
+)
 FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -20,7 +20,7 @@ import msgspec
 from meters import AbortConnection, Request, Response, ResponsesEvents, openai_error
 
 from ._engine import Engine, Reply, ScriptedEngine, Turn
-from ._faults import FaultPlan
+from ._faults import PAST_LIMIT, USAGE_LIES, FaultPlan
 from ._tokenizer import Tokens, smollm2_tokens
 from ._transcript import transcript
 
@@ -123,7 +123,7 @@ class Provider:
             reply = await anyio.to_thread.run_sync(self.engine.respond, turn)
         else:
             reply = self.engine.respond(turn)
-        if turn.max_tokens is None or fault == "ignore_max_tokens":
+        if turn.max_tokens is None or fault in PAST_LIMIT:
             return reply
         return self._within(reply, turn.max_tokens)
 
@@ -227,6 +227,7 @@ class Provider:
             "prompt_tokens_details": {"cached_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0},
         }
+        usage = _lie(usage, fault, ("prompt_tokens", "completion_tokens", "prompt_tokens_details"))
         ident, created, model = self._new_id("chatcmpl"), int(time.time()), body.get("model", "")
         # Unique in the conversation, as a provider's are, and the same on every run.
         calls = f"call_{turn.assistant_turns}"
@@ -291,7 +292,7 @@ class Provider:
         if reply.reasoning:  # as reasoning models stream it: before the text
             deltas += [chunk({"reasoning_content": p}) for p in self.tokens.pieces(reply.reasoning)]
         text = reply.content
-        deltas += [chunk({"content": piece}) for piece in self.tokens.pieces(text) if text]
+        deltas += [chunk(_shaped(piece, fault)) for piece in self.tokens.pieces(text) if text]
         for i, call in enumerate(reply.tool_calls):
             function = {"name": call.name, "arguments": call.arguments_json}
             deltas.append(
@@ -360,6 +361,7 @@ class Provider:
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
         }
+        usage = _lie(usage, fault, ("input_tokens", "output_tokens", "input_tokens_details"))
         output: list[dict[str, Any]] = []
         if reply.content:
             output.append(
@@ -419,8 +421,21 @@ class Provider:
                 events.append(event("response.output_text.done", **place, text=text))
                 done_part = {**part, "text": text}
                 events.append(event("response.content_part.done", **place, part=done_part))
-            else:
-                events.append(event("response.output_item.added", output_index=index, item=item))
+            else:  # a function call: its arguments streamed, as OpenAI streams them
+                empty = {**item, "status": "in_progress", "arguments": ""}
+                events.append(event("response.output_item.added", output_index=index, item=empty))
+                place = {"item_id": item["id"], "output_index": index}
+                for piece in self.tokens.pieces(item["arguments"]):
+                    events.append(
+                        event("response.function_call_arguments.delta", **place, delta=piece)
+                    )
+                events.append(
+                    event(
+                        "response.function_call_arguments.done",
+                        **place,
+                        arguments=item["arguments"],
+                    )
+                )
             events.append(event("response.output_item.done", output_index=index, item=item))
         for index, data in enumerate(events):
             await self._pace(index, fault)
@@ -428,9 +443,40 @@ class Provider:
                 raise AbortConnection
             if fault == "malformed_json" and index == 1:
                 yield b"event: response.output_text.delta\ndata: {not json\n\n"
+            if fault == "renamed_events":  # the SDK reads the data's type, not the name
+                data = data.replace(b"event: response.output_text.delta\n", b"event: message\n")
             yield data
         if fault != "cut_before_usage":
             final = (
                 "response.completed" if response["status"] == "completed" else "response.incomplete"
             )
             yield event(final, response=response)
+
+
+def _shaped(piece: str, fault: str) -> dict[str, Any]:
+    """A Chat delta carrying ``piece``, in the shape the fault streams it in."""
+    if fault == "audio_transcript":
+        return {"audio": {"id": "audio_1", "transcript": piece}}
+    if fault == "content_parts":
+        return {"content": [{"type": "text", "text": piece}]}
+    return {"content": piece}
+
+
+def _lie(usage: dict[str, Any], fault: str, names: tuple[str, str, str]) -> dict[str, Any]:
+    """``usage`` as a lenient or careless server may report it, by ``fault``."""
+    if fault not in USAGE_LIES:
+        return usage
+    inputs, outputs, input_details = names
+    if fault == "usage_empty":
+        return {}
+    if fault == "usage_understated":
+        return {**usage, outputs: 1}
+    if fault == "cached_over_input":
+        return {**usage, input_details: {"cached_tokens": usage[inputs] + 1000}}
+    lies: dict[str, Callable[[int], object]] = {
+        "usage_float": float,
+        "usage_string": str,
+        "usage_negative": lambda n: -n - 1,
+    }
+    lie = lies[fault]
+    return {**usage, inputs: lie(usage[inputs]), outputs: lie(usage[outputs])}

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 import meters
@@ -20,9 +22,12 @@ from mw_actors.provider import FaultPlan, Latency, Reply, ScriptedEngine
 from ..scenarios.meter_attacks import (
     BAD_BODIES,
     BYPASSES,
+    LIARS,
     OVERRUNS,
     RESERVATIONS,
+    SHAPES,
     Attack,
+    Liar,
     Overrun,
 )
 from .conftest import SECRET, open_wire
@@ -74,15 +79,22 @@ async def test_a_request_is_reserved_the_most_output_it_may_be_answered(
     tmp_path: Path,
     prices: meters.PriceTable,
     limits: dict[str, object],
-    reserved_output: int,
+    reserved_output: int | None,
     answered: int,
 ) -> None:
-    payload = json.dumps(json.loads(BYPASSES[0].body) | limits).encode()
-    async with open_wire(tmp_path, allocation=Decimal(1)) as wire:
+    body = json.loads(BYPASSES[0].body) | limits
+    payload = json.dumps(body).encode()
+    async with open_wire(tmp_path, allocation=Decimal(1), whole_as_stream=False) as wire:
         status, _ = await send_raw(port_of(wire.meter_url), "POST", "/v1/chat/completions", payload)
+        received = wire.provider.statistics().received
     assert status == answered
     (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
-    worst = prices.worst_case("local/scripted", len(payload), reserved_output)
+    if reserved_output is None:  # refused by the meter: nothing reserved, nothing sent
+        assert (line.status, line.reserved_usd, received) == ("refused", "0", 0)
+        return
+    # reserved on what it forwards: the body it parsed, re-encoded
+    forwarded = len(msgspec.json.encode(body))
+    worst = prices.worst_case("local/scripted", forwarded, reserved_output)
     assert Decimal(line.reserved_usd) == worst
 
 
@@ -165,6 +177,122 @@ async def test_an_upstream_past_its_max_tokens_never_overdraws_unseen(
     overdrawn = cost > allocation
     assert probe.status_code == (429 if overdrawn else 200)
     assert probe_line.status == ("budget_blocked" if overdrawn else "ok")
+
+
+@pytest.mark.parametrize(("name", "endpoint", "body", "code"), SHAPES, ids=[s[0] for s in SHAPES])
+async def test_a_request_two_readers_could_read_two_ways_is_refused(
+    tmp_path: Path, name: str, endpoint: str, body: bytes, code: str
+) -> None:
+    """The meter forwards only what it parsed and reserved for: an ambiguous body is a 400."""
+    async with open_wire(tmp_path, allocation=Decimal(1)) as wire:
+        status, answer = await send_raw(port_of(wire.meter_url), "POST", f"/v1/{endpoint}", body)
+        received = wire.provider.statistics().received
+    assert (status, json.loads(answer)["error"]["code"]) == (400, code), answer
+    assert received == 0
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert (line.status, line.reserved_usd, line.cost_usd) == ("refused", "0", "0")
+
+
+def relayed_outputs(raw: bytes) -> int:
+    """Events a client was relayed that carry output, in any shape (the SDK reads them all)."""
+    count = 0
+    for event in meters.SSEParser().feed(raw):
+        try:
+            data = json.loads(event.data)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and str(data.get("type", "")).endswith(".delta"):
+            count += 1
+        elif isinstance(data, dict):
+            for choice in data.get("choices") or []:
+                delta = {k: v for k, v in choice.get("delta", {}).items() if k != "role" and v}
+                count += bool(delta)
+    return count
+
+
+def liar_id(case: Liar) -> str:
+    return f"{case.fault}-{case.endpoint.split('/')[0]}-{'stream' if case.stream else 'whole'}"
+
+
+@pytest.mark.parametrize("case", LIARS, ids=liar_id)
+async def test_an_upstream_is_charged_what_it_did_not_what_it_says(
+    tmp_path: Path, case: Liar
+) -> None:
+    faults = FaultPlan(plan=[case.fault])  # type: ignore[list-item]
+    async with (
+        open_wire(tmp_path, allocation=Decimal("0.01"), engine=LONG, faults=faults) as wire,
+        httpx.AsyncClient(timeout=20) as client,
+    ):
+        raw, error = b"", False
+        try:
+            async with client.stream(
+                "POST",
+                f"{wire.meter_url}/{case.endpoint}",
+                json=ask_for(case.endpoint, case.stream),
+            ) as response:
+                async for chunk in response.aiter_raw():
+                    raw += chunk
+                error = response.status_code >= 400
+        except httpx.HTTPError:
+            error = True
+        generated = wire.provider.statistics().output_tokens
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert line.status == case.status, line.note
+    cost, reserved = Decimal(line.cost_usd), Decimal(line.reserved_usd)
+    assert cost > 0
+    if case.charge == "reserved":
+        assert cost == reserved
+        if case.status == "overrun":  # cut where it passed its limit: the client saw no more
+            assert error and (relayed_outputs(raw) <= LIMIT or not case.stream)
+    else:  # each delta of the local provider is one token: the floor is all it made
+        assert not error and line.output_tokens == generated > 1
+        assert "reported 1 output tokens" in line.note
+
+
+@pytest.mark.parametrize("fault", sorted({case.fault for case in LIARS}))
+@pytest.mark.filterwarnings(  # see test_wire.py: the SDK's own iterators on trio
+    "ignore:Exception ignored in. <async_generator object:pytest.PytestUnraisableExceptionWarning"
+)
+async def test_fifty_sdk_requests_to_a_lying_upstream_stay_within_the_allocation(
+    tmp_path: Path, prices: meters.PriceTable, fault: str
+) -> None:
+    """Each lie, 50 concurrent SDK requests at once: the ledger never passes the allocation."""
+    import openai
+
+    endpoint = "responses" if fault == "renamed_events" else "chat/completions"
+    body = ask_for(endpoint, True)
+    allocation = prices.worst_case("local/scripted", len(json.dumps(body)), LIMIT) * 20
+    faults = FaultPlan(plan=[fault])  # type: ignore[list-item]
+    async with open_wire(tmp_path, allocation=allocation, engine=LONG, faults=faults) as wire:
+        client = openai.AsyncOpenAI(base_url=wire.meter_url, api_key="-", max_retries=0)
+
+        async def one() -> None:
+            try:
+                if endpoint == "responses":
+                    stream: Any = await client.responses.create(
+                        model="local/scripted", input="talk", max_output_tokens=LIMIT, stream=True
+                    )
+                else:
+                    stream = await client.chat.completions.create(
+                        model="local/scripted",
+                        messages=[{"role": "user", "content": "talk"}],
+                        max_tokens=LIMIT,
+                        stream=True,
+                    )
+                async for _ in stream:
+                    pass
+            except (openai.APIError, httpx.HTTPError):
+                pass  # refused, or cut past the reservation
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(50):
+                tg.start_soon(one)
+        await client.close()
+    lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert len(lines) == 50
+    spent = sum((Decimal(line.cost_usd) for line in lines), Decimal(0))
+    assert 0 < spent <= allocation
+    assert all(Decimal(line.cost_usd) >= 0 for line in lines)
 
 
 @pytest.mark.slow
@@ -298,4 +426,4 @@ async def test_a_chunk_with_output_counts_once_however_it_is_spelled(
 ) -> None:
     stream = meters.ChatStream()
     stream.observe(meters.ServerSentEvent(None, data, b""))
-    assert stream.token_events == counted
+    assert stream.floor == stream.bound == counted

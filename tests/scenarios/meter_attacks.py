@@ -14,6 +14,7 @@ from dataclasses import dataclass
 CHAT = json.dumps(
     {"model": "local/scripted", "messages": [{"role": "user", "content": "balance of A-1?"}]}
 ).encode()
+RESPONSES = json.dumps({"model": "local/scripted", "input": "balance of A-1?"}).encode()
 
 
 @dataclass(frozen=True)
@@ -54,23 +55,29 @@ BYPASSES = [
     Attack(
         "chat with a query", "POST", "/v1/chat/completions?api-version=1", 429, "budget_blocked"
     ),
-    Attack("responses", "POST", "/v1/responses", 429, "budget_blocked"),
+    Attack("responses", "POST", "/v1/responses", 429, "budget_blocked", body=RESPONSES),
     # The key probe is free: reserved at $0, so it goes while nothing is overdrawn.
     Attack("key probe", "GET", "/v1/models", 200, "ok", body=b"", forwarded=True),
 ]
 
 # The output limits a chat request names, and the output tokens it must be reserved for:
 # the largest an upstream may honour, times the answers asked for (the model's ceiling,
-# 256 for local/scripted, when none is a number).
-# (The upstream refuses the ones that are not numbers: 400, charged nothing.)
-RESERVATIONS: list[tuple[dict[str, object], int, int]] = [
+# 256 for local/scripted, when none is given). A limit that is no integer >= 1 is refused
+# by the meter itself (400, nothing reserved): None.
+RESERVATIONS: list[tuple[dict[str, object], int | None, int]] = [
     ({"max_completion_tokens": 1, "max_tokens": 200}, 200, 200),
-    ({"max_tokens": 5, "max_output_tokens": 7}, 7, 200),
+    ({"max_tokens": 5, "max_output_tokens": 7}, None, 400),  # not a chat field
     ({"max_tokens": 10, "n": 3}, 30, 200),
     ({}, 256, 200),
-    ({"max_tokens": "100"}, 256, 400),
-    ({"max_tokens": True}, 256, 400),
-    ({"max_tokens": 0}, 256, 400),
+    ({"max_tokens": "100"}, None, 400),
+    ({"max_tokens": True}, None, 400),
+    ({"max_tokens": 0}, None, 400),
+    ({"max_tokens": 5.0}, None, 400),
+    ({"n": "8"}, None, 400),
+    ({"n": 8.0}, None, 400),
+    ({"n": "5e0"}, None, 400),
+    ({"n": 0}, None, 400),
+    ({"n": 129}, None, 400),
 ]
 
 _DEEP = b'{"model": "local/scripted", "messages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
@@ -144,4 +151,153 @@ SLOW_CLIENTS = [
         b"1\r\na\r\n" * 100,
         _408,
     ),
+]
+
+
+@dataclass(frozen=True)
+class Liar:
+    """An upstream whose answer a meter must not believe as it comes."""
+
+    fault: str  # the local provider's fault that plays it
+    endpoint: str  # chat/completions or responses
+    stream: bool  # what the client asks for (a capped meter fetches a whole answer streamed)
+    status: str  # the ledger line's
+    charge: str  # reserved: its whole reservation; floor: at least the output it streamed
+
+
+LIARS = [
+    # Usage that is no usage: charged the whole reservation, never $0 or less.
+    Liar("usage_empty", "chat/completions", True, "usage_invalid", "reserved"),
+    Liar("usage_empty", "responses", False, "usage_invalid", "reserved"),
+    Liar("usage_float", "chat/completions", False, "usage_invalid", "reserved"),
+    Liar("usage_float", "responses", True, "usage_invalid", "reserved"),
+    Liar("usage_string", "chat/completions", True, "usage_invalid", "reserved"),
+    Liar("usage_string", "responses", True, "usage_invalid", "reserved"),
+    Liar("usage_negative", "chat/completions", True, "usage_invalid", "reserved"),
+    Liar("usage_negative", "responses", False, "usage_invalid", "reserved"),
+    Liar("cached_over_input", "chat/completions", True, "usage_invalid", "reserved"),
+    Liar("cached_over_input", "responses", True, "usage_invalid", "reserved"),
+    # Less output reported than streamed: charged what it streamed.
+    Liar("usage_understated", "chat/completions", True, "ok", "floor"),
+    Liar("usage_understated", "responses", True, "ok", "floor"),
+    Liar("usage_understated", "chat/completions", False, "ok", "floor"),
+    # Past max_tokens, in a shape a meter may not count: cut where it passed.
+    Liar("audio_transcript", "chat/completions", True, "overrun", "reserved"),
+    Liar("content_parts", "chat/completions", True, "overrun", "reserved"),
+    Liar("content_parts", "chat/completions", False, "overrun", "reserved"),
+    Liar("renamed_events", "responses", True, "overrun", "reserved"),
+]
+
+_BASE = json.loads(CHAT)
+# A request the meter and a lenient upstream could read two ways: each refused with 400,
+# nothing reserved or sent. (code: the error's code.)
+SHAPES: list[tuple[str, str, bytes, str]] = [
+    ("n as a string", "chat/completions", json.dumps({**_BASE, "n": "8"}).encode(), "invalid_type"),
+    ("n as a float", "chat/completions", json.dumps({**_BASE, "n": 8.0}).encode(), "invalid_type"),
+    ("n as 5e0", "chat/completions", json.dumps({**_BASE, "n": "5e0"}).encode(), "invalid_type"),
+    (
+        "stream as a string",
+        "chat/completions",
+        json.dumps({**_BASE, "stream": "false"}).encode(),
+        "invalid_type",
+    ),
+    (
+        "duplicate max_tokens",
+        "chat/completions",
+        CHAT[:-1] + b', "max_tokens": 1, "max_tokens": 100000}',
+        "duplicate_key",
+    ),
+    (
+        "duplicate key nested",
+        "chat/completions",
+        CHAT[:-1] + b', "stream_options": {"include_usage": false, "include_usage": true}}',
+        "duplicate_key",
+    ),
+    (
+        "previous_response_id",
+        "responses",
+        json.dumps(
+            {"model": "local/scripted", "input": "go on", "previous_response_id": "r_1"}
+        ).encode(),
+        "unbounded_cost",
+    ),
+    (
+        "stored conversation",
+        "responses",
+        json.dumps(
+            {"model": "local/scripted", "input": "go on", "conversation": "conv_1"}
+        ).encode(),
+        "unbounded_cost",
+    ),
+    (
+        "background",
+        "responses",
+        json.dumps({"model": "local/scripted", "input": "go", "background": True}).encode(),
+        "invalid_value",
+    ),
+    (
+        "item reference",
+        "responses",
+        json.dumps(
+            {"model": "local/scripted", "input": [{"type": "item_reference", "id": "msg_1"}]}
+        ).encode(),
+        "unbounded_cost",
+    ),
+    (
+        "file id",
+        "responses",
+        json.dumps(
+            {
+                "model": "local/scripted",
+                "input": [
+                    {"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}
+                ],
+            }
+        ).encode(),
+        "unbounded_cost",
+    ),
+    (
+        "image URL",
+        "chat/completions",
+        json.dumps(
+            {
+                **_BASE,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
+                    }
+                ],
+            }
+        ).encode(),
+        "unbounded_cost",
+    ),
+    (
+        "web search tool",
+        "responses",
+        json.dumps(
+            {"model": "local/scripted", "input": "find", "tools": [{"type": "web_search"}]}
+        ).encode(),
+        "unbounded_cost",
+    ),
+    (
+        "audio output",
+        "chat/completions",
+        json.dumps({**_BASE, "audio": {}}).encode(),
+        "invalid_value",
+    ),
+    (
+        "an unknown field",
+        "chat/completions",
+        json.dumps({**_BASE, "best_of": 8}).encode(),
+        "unknown_field",
+    ),
+    (
+        "priority tier",
+        "chat/completions",
+        json.dumps({**_BASE, "service_tier": "priority"}).encode(),
+        "invalid_value",
+    ),
+    ("NaN", "chat/completions", CHAT[:-1] + b', "temperature": NaN}', "invalid_json"),
+    ("lone surrogate", "chat/completions", CHAT.replace(b"A-1", b"\\ud800"), "invalid_json"),
 ]
