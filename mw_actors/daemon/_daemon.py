@@ -572,16 +572,22 @@ class Daemon:
     async def _recover_one(self, data: dict[str, Any]) -> None:
         tag = check_tag(data["tag"])
         run = self.runs / tag
-        if not (run / "journal").is_dir():
-            return
-        status = campaign_status(run)
-        if status.state != "failed":
+        journaled = (run / "journal").is_dir() and _journal_holds_records(run / "journal")
+        if journaled and campaign_status(run).state != "failed":
             return
         if data["kind"] == "serve-learn":
-            log.info("campaign_resumed", tag=tag)
-            await self._submit("serve-learn", tag, data["spec"], resume=True)
-        else:
+            # Stopped without its terminal records, or killed before its journal held its
+            # start (a campaign's checks take seconds): the resume starts that one afresh,
+            # and refuses one whose journal is gone while its spend or evidence is not.
+            log.info("campaign_resumed", tag=tag, started=journaled)
+            await self._submit("serve-learn", tag, data["spec"], resume=run.exists())
+        elif journaled:
             await _mark_unknown(run)
+
+
+def _journal_holds_records(journal: Path) -> bool:
+    """Whether a journal directory holds any bytes (a campaign wrote to it)."""
+    return any(path.is_file() and path.stat().st_size > 0 for path in journal.iterdir())
 
 
 def _read_entry(entry: Path) -> dict[str, Any]:

@@ -8,13 +8,13 @@ fields get defaults, a removed or retyped field bumps ``schema_version``.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from meters import PriceTable, parse_prices
+from meters import PriceTable, parse_prices, parse_usd
 from mw_errors import ConfigError
 
 __all__ = [
@@ -164,13 +164,7 @@ class Trial(msgspec.Struct, frozen=True):
 
 
 def _decimal(value: str, field: str) -> Decimal:
-    try:
-        amount = Decimal(value)
-    except InvalidOperation:
-        raise ConfigError(f'{field}={value!r} is not a dollar amount like "1.25"') from None
-    if not amount.is_finite() or amount < 0:
-        raise ConfigError(f"{field}={value!r} must be a finite amount >= 0")
-    return amount
+    return parse_usd(value, field)
 
 
 class Loaded(msgspec.Struct, frozen=True):

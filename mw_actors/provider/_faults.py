@@ -63,8 +63,12 @@ class Latency(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     drip_seconds: float = 0.5
 
     def __post_init__(self) -> None:
-        if min(self.first_token_seconds, self.tokens_per_second, self.drip_seconds) < 0:
-            raise ConfigError("latency values must be >= 0")
+        values = (self.first_token_seconds, self.tokens_per_second, self.drip_seconds)
+        if not all(0 <= value < 86_400 for value in values):  # inf and nan fail this too
+            raise ConfigError(
+                f"latency values must be from 0 to 86400, not {values}",
+                hint="ttft and drip are seconds, tps tokens per second",
+            )
 
     @classmethod
     def parse(cls, spec: str, what: str = "--latency", base: Latency | None = None) -> Latency:

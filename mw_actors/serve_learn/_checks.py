@@ -164,6 +164,13 @@ def check_resume(spec: CampaignSpec, journaled: Journaled) -> None:
                 f"{where}: the journal holds episodes but never recorded the campaign's start",
                 hint="this is not a journal mw wrote; start a new campaign with another tag",
             )
+        kept = spent_or_evidenced(where)
+        if kept:
+            raise ConfigError(
+                f"{where}: the journal is empty or missing, but the run holds {kept}; "
+                "starting afresh would repeat what was paid for and forget what was spent",
+                hint="restore its journal/ from a backup, or start a new campaign with another tag",
+            )
         return
     if journaled.ended is not None:
         raise ConfigError(
@@ -190,6 +197,23 @@ def check_resume(spec: CampaignSpec, journaled: Journaled) -> None:
                    else "")
                 + ", or start a new campaign with another tag",
             )  # fmt: skip
+
+
+def spent_or_evidenced(run_root: Path) -> str:
+    """What a run holds that only a started campaign writes: "" if nothing.
+
+    That is a ledger line, an episode's evidence, or a results row.
+    """
+    if not run_root.is_dir():
+        return ""
+    for ledger in sorted(run_root.glob("**/ledger.jsonl")):
+        if ledger.stat().st_size > 0:
+            return f"provider spend ({ledger.relative_to(run_root)})"
+    for folder in ("task/evidence", "task/results"):
+        found = next((p for p in (run_root / folder).glob("**/*") if p.is_file()), None)
+        if found is not None:
+            return f"episode records ({found.relative_to(run_root)})"
+    return ""
 
 
 def prepare_run(spec: CampaignSpec) -> RunDir:

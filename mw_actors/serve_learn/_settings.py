@@ -114,11 +114,22 @@ def _wm_port(environ: Mapping[str, str]) -> int | None:
     return _environ_int(environ, "WM_PORT", "a port number", hint)
 
 
+# The efforts OpenAI-compatible providers accept (OpenAI's list; others take a subset).
+REASONING_EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
+
+
 def _reasoning_effort(text: str | None) -> str | None:
     """``--reasoning-effort``: sent as-is, as ``slb run`` sends it (default high; none omits it)."""
     if text is None:
         return "high"
-    return None if text in ("", "none", "default") else text
+    if text in ("", "none", "default"):
+        return None
+    if text not in REASONING_EFFORTS:
+        raise ConfigError(
+            f"--reasoning-effort {text[:40]!r} is not an effort a provider knows",
+            hint=f"use one of {', '.join(REASONING_EFFORTS)}, or none to omit it",
+        )
+    return text
 
 
 def _learner_backend(flags: Flags, config: LaunchConfig, environ: Mapping[str, str]) -> Any:
@@ -178,7 +189,13 @@ def campaign_settings(flags: Flags, environ: Mapping[str, str]) -> dict[str, Any
         "learner_model": learner_model,
         "train_split": split if split is not None else config.train_split,
         "concurrency": _first(flags.concurrency, config.concurrency, 4),
-        "allocation_usd": parse_usd(flags.allocation or config.allocation_usd or "5"),
+        "allocation_usd": parse_usd(
+            flags.allocation
+            if flags.allocation is not None
+            else config.allocation_usd
+            if config.allocation_usd is not None
+            else "5"
+        ),
         "waiter": flags.waiter or config.waiter or "pipelined",
         "schedule": flags.schedule or config.schedule or "mw",
         "latency": Latency.parse(latency, "--provider-latency") if latency else None,

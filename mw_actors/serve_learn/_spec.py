@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 import meters
+from meters import parse_usd
 from mw_errors import ConfigError
 
 from .._convert import convert
@@ -94,15 +95,10 @@ class CampaignSpec:
                 f"concurrency {self.concurrency} must be at least 1",
                 hint="--concurrency N runs N episodes at once",
             )
-        if not self.allocation_usd.is_finite() or self.allocation_usd < 0:
-            raise ConfigError(
-                f"allocation {self.allocation_usd} must be a finite amount >= 0 USD",
-                hint="--allocation 5 allows $5 of provider spend",
-            )
+        parse_usd(str(self.allocation_usd), "allocation")  # bounded, as every amount is
         if self.train_split is not None and self.train_split < 1:
             raise ConfigError(f"train split {self.train_split} must be at least 1 case")
-        if not self.allocation_add.is_finite() or self.allocation_add < 0:
-            raise ConfigError(f"allocation raise {self.allocation_add} must be >= 0 USD")
+        parse_usd(str(self.allocation_add), "allocation raise")
         if self.allocation_add and not self.resume:
             raise ConfigError(
                 "an allocation is raised only on resume",

@@ -334,6 +334,34 @@ def test_kill_9_of_the_daemon_at_random_moments_then_restart(runs: Path) -> None
     assert mw("daemon", "stop", "--runs", str(runs)).returncode == 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.0, 0.5, 1.0, 2.0, 3.0])
+def test_a_daemon_killed_just_after_a_submit_starts_the_campaign_on_restart(
+    runs: Path, delay: float
+) -> None:
+    """Killed before the campaign's journal held its start, it was left stranded (4 of 4)."""
+    from collections import Counter
+
+    from mw_actors.journal import read_journal
+    from mw_actors.metering import BUDGET_RECORDS
+    from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded
+
+    assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
+    submitted = synthetic_campaign("submit", runs, "early", 12)
+    assert submitted.returncode == 0, submitted.stderr
+    time.sleep(delay)
+    os.kill(int(DaemonPaths(runs).pid.read_text()), signal.SIGKILL)
+    restarted = mw("daemon", "start", "--runs", str(runs))
+    assert restarted.returncode == 0, restarted.stderr
+    final = wait_for(runs, "early", {"completed"})
+    assert final["progress"]["cases_served"] == 12, final
+    entries = read_journal(runs / "early" / "journal", [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS])
+    counts = Counter(e.rec.task_id for e in entries if isinstance(e.rec, EpisodeEnded))
+    assert set(counts.values()) == {1}, counts
+    check_accounts(runs, "early")
+    assert mw("daemon", "stop", "--runs", str(runs)).returncode == 0
+
+
 def test_cancel_then_resume_over_the_control_socket(runs: Path) -> None:
     import anyio
 

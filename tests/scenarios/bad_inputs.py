@@ -22,13 +22,13 @@ _METER = (
 )  # fmt: skip
 
 BAD_INPUTS = [
-    BadInput((*_RUN, "--allocation", "-1"), "--allocation -1 must be a finite amount"),
-    BadInput((*_RUN, "--allocation", "nan"), "--allocation nan must be a finite amount"),
-    BadInput((*_RUN, "--allocation", "Infinity"), "must be a finite amount"),
+    BadInput((*_RUN, "--allocation", "-1"), "--allocation -1 must be an amount from 0"),
+    BadInput((*_RUN, "--allocation", "nan"), "--allocation nan must be an amount from 0"),
+    BadInput((*_RUN, "--allocation", "Infinity"), "must be an amount from 0"),
     BadInput((*_RUN, "--concurrency", "-3"), "concurrency -3 must be at least 1"),
     BadInput((*_RUN, "--concurrency", "0"), "concurrency 0 must be at least 1"),
     BadInput((*_RUN, "--train-split", "0"), "train split 0 must be at least 1"),
-    BadInput((*_METER, "--allocation", "-5"), "--allocation -5 must be a finite amount"),
+    BadInput((*_METER, "--allocation", "-5"), "--allocation -5 must be an amount from 0"),
     BadInput((*_METER, "--port", "99999"), "--port 99999 is not a TCP port"),
     BadInput((*_METER, "--port", "-1"), "--port -1 is not a TCP port"),
     BadInput(("meter", *_METER[1:4], "ftp://x/v1", *_METER[5:]), "is not an http(s) URL"),
@@ -48,6 +48,16 @@ MISSING = [
 ]  # fmt: skip
 
 BAD_INPUTS += [
-    BadInput((*_RUN, "--resume", "--allocation-add", "-2"), "--allocation-add -2 must be a finite"),
+    BadInput((*_RUN, "--allocation", "1e100000000"), "must be an amount from 0 to 1,000,000,000"),
+    BadInput((*_RUN, "--allocation", ""), "--allocation '' is not an amount in USD"),
+    BadInput((*_RUN, "--allocation", "0.0000000001"), "has more than 9 decimal places"),
+    BadInput((*_RUN, "--resume", "--allocation-add", "1e400000"), "must be an amount from 0 to"),
+    BadInput((*_METER, "--allocation", "9e999999999"), "must be an amount from 0 to"),
+    BadInput((*_RUN, "--reasoning-effort", "ultra"), "is not an effort a provider knows"),
+    BadInput(("provider", "--latency", "ttft=inf"), "latency values must be from 0 to 86400"),
+    BadInput(("provider", "--latency", "tps=nan"), "latency values must be from 0 to 86400"),
+    BadInput(
+        (*_RUN, "--resume", "--allocation-add", "-2"), "--allocation-add -2 must be an amount"
+    ),
     BadInput((*_RUN, "--allocation-add", "2"), "--allocation-add raises a campaign's allocation"),
 ]

@@ -70,6 +70,25 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs
 
 
+@pytest.mark.parametrize("loss", ["emptied", "removed"])
+def test_a_resume_refuses_a_lost_journal_where_spend_or_evidence_remains(
+    stopped: Path, tmp_path: Path, loss: str
+) -> None:
+    """Started afresh, it would repeat paid episodes and its budget forget what was spent."""
+    runs = tmp_path / "runs"
+    subprocess.run(["cp", "-a", str(stopped), str(runs)], check=True)
+    for segment in (runs / "s" / "journal").glob("*"):
+        segment.write_bytes(b"") if loss == "emptied" else segment.unlink()
+    if loss == "removed":
+        (runs / "s" / "journal").rmdir()
+    before = snapshot(runs / "s")
+    done = mw(*RUN, "--runs", str(runs), "--tag", "s", "--resume")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "the journal is empty or missing, but the run holds" in line, line
+    assert snapshot(runs / "s") == before
+
+
 @pytest.mark.parametrize("case", RESUMES, ids=lambda c: " ".join(c.flags) or "no flags")
 def test_a_resume_takes_the_journal_and_refuses_a_flag_that_differs(
     stopped: Path, tmp_path: Path, case: Resume

@@ -41,7 +41,7 @@ def test_the_defaults_and_only_the_mapping_given_are_read(
 @pytest.mark.parametrize(
     ("flags", "env", "words"),
     [
-        (Flags(scenario="s", allocation="-1"), {}, "--allocation -1 must be a finite amount"),
+        (Flags(scenario="s", allocation="-1"), {}, "--allocation -1 must be an amount from 0"),
         (Flags(scenario="s", allocation="lots"), {}, "is not an amount in USD"),
         (Flags(scenario="s", provider_latency="ttft=x"), {}, "--provider-latency: ttft='x'"),
         (Flags(scenario="s", provider_latency="rtt=1"), {}, "unknown key 'rtt'"),
