@@ -80,6 +80,7 @@ _HOP_BY_HOP = {
     b"te",
     b"upgrade",
     b"proxy-authorization",
+    b"idempotency-key",  # the meter sends its own, one per attempt
 }
 _RESPONSE_DROP = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
 _SSE_HEADERS = ("content-type", "cache-control")  # of a stream sent on whole

@@ -23,7 +23,7 @@ import structlog
 
 from mw_errors import ConfigError
 
-from ._wire import Listener, Oversized, Wire, WireBroken, listen
+from ._wire import Listener, Oversized, Wire, WireBroken, chunk_size, listen
 
 __all__ = [
     "AbortConnection",
@@ -250,7 +250,7 @@ async def _read_chunked(wire: Wire) -> bytes:
     while True:
         size_line = await _line(wire, 1024)
         try:
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
+            size = chunk_size(size_line)
         except ValueError:
             raise _BadRequest(400, "bad chunk size") from None
         if size == 0:

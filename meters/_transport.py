@@ -26,7 +26,7 @@ import anyio
 import certifi
 import httpx
 
-from ._wire import StreamWire, Wire, WireBroken, connect
+from ._wire import StreamWire, Wire, WireBroken, chunk_size, connect
 
 __all__ = ["LeanPool", "LeanTransport"]
 
@@ -128,7 +128,7 @@ class _Body(httpx.AsyncByteStream):
             return None
         line = bytes(buffer[:end])
         try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
+            size = chunk_size(line)
         except ValueError:
             raise httpx.RemoteProtocolError(
                 f"bad chunk size line {line[:40]!r}", request=self._request

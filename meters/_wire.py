@@ -42,6 +42,7 @@ __all__ = [
     "StreamWire",
     "Wire",
     "WireBroken",
+    "chunk_size",
     "connect",
     "listen",
 ]
@@ -426,3 +427,21 @@ class Listener:
     def close(self) -> None:
         self._readable.close()
         self.sock.close()
+
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def chunk_size(line: bytes) -> int:
+    """A chunk-size line's size: 1 to 16 hex digits, then an optional ``;`` extension.
+
+    Python's ``int(x, 16)`` also takes ``-1``, ``0x10``, ``1_0`` and surrounding
+    spaces, which another HTTP reader takes differently (request smuggling).
+
+    Raises:
+        ValueError: anything else.
+    """
+    size = line.split(b";", 1)[0].rstrip(b" \t")
+    if not 1 <= len(size) <= 16 or not _HEX.issuperset(size):
+        raise ValueError(f"bad chunk size {line[:40]!r}")
+    return int(size, 16)

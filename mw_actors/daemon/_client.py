@@ -89,8 +89,15 @@ async def _open(runs: Path, role: str, timeout: float) -> tuple[anyio.abc.ByteSt
             hint=f"start one with `mw daemon start --runs {runs}`",
         ) from None
     await write_frame(stream, Hello(version=PROTOCOL_VERSION, role=role))  # type: ignore[arg-type]
-    with anyio.fail_after(timeout):
-        answer = await read_frame(stream)
+    try:
+        with anyio.fail_after(timeout):
+            answer = await read_frame(stream)
+    except TimeoutError:
+        await stream.aclose()
+        raise DaemonError(
+            f"the daemon on {path} did not answer within {timeout:g} s",
+            hint="it may be busy; `mw status` reads the journals without it",
+        ) from None
     if isinstance(answer, Refused):
         await stream.aclose()
         raise DaemonError(f"the daemon refused the connection: {answer.reason}")

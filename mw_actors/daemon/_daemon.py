@@ -42,6 +42,7 @@ from .._tags import check_tag
 from ..editing.records import EDITING_RECORDS, TrialEnded, TrialStarted
 from ._client import DaemonPaths
 from ._protocol import (
+    FRAME_SECONDS,
     PROTOCOL_VERSION,
     Cancel,
     Event,
@@ -78,6 +79,7 @@ class DaemonOptions:
     # A provider key by its variable's name, from the daemon's own environment: used when
     # a submission carries none (and for campaigns the daemon resumes after a restart).
     secret: Callable[[str], str | None] = field(default=lambda name: None, repr=False)
+    frame_seconds: float = FRAME_SECONDS  # a frame begun arrives whole within this
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -288,8 +290,8 @@ class Daemon:
                     log.warning("peer_refused", uid=uid)
                     await write_frame(stream, Refused(reason=f"uid {uid} may not use this daemon"))
                     return
-                with anyio.fail_after(10):
-                    hello = await read_frame(stream)
+                with anyio.fail_after(self.options.frame_seconds):
+                    hello = await read_frame(stream, frame_seconds=self.options.frame_seconds)
                 if not isinstance(hello, Hello) or hello.version != PROTOCOL_VERSION:
                     await write_frame(
                         stream, Refused(reason=f"speak protocol version {PROTOCOL_VERSION}")
@@ -336,7 +338,7 @@ class Daemon:
     async def _control(self, stream: anyio.abc.SocketStream) -> None:
         while True:
             try:
-                request = await read_frame(stream)
+                request = await read_frame(stream, frame_seconds=self.options.frame_seconds)
             except ConfigError as exc:  # a frame that is no request: say so, then hang up
                 await write_frame(stream, Failed(code=exc.code, message=exc.message))
                 return
@@ -365,9 +367,9 @@ class Daemon:
                 request.kind, request.tag, request.spec, resume=False, secrets=request.secrets
             )
         if isinstance(request, ListCampaigns):
-            return [self._listed(tag) for tag in sorted(self._known())]
+            return [await self._listed(tag) for tag in sorted(self._known())]
         if isinstance(request, Status):
-            return self._status(request.tag)
+            return await self._status(request.tag)
         if isinstance(request, Cancel):
             campaign = self.campaigns.get(request.tag)
             if campaign is None or campaign.scope is None or campaign.done.is_set():
@@ -375,7 +377,7 @@ class Daemon:
             campaign.cancelled = True
             campaign.scope.cancel()
             await campaign.done.wait()
-            return self._status(request.tag)
+            return await self._status(request.tag)
         if isinstance(request, Resume):
             entry = self.paths.registry / f"{request.tag}.json"
             if not entry.is_file():
@@ -405,10 +407,10 @@ class Daemon:
         registered = {p.stem for p in self.paths.registry.glob("*.json")}
         return registered | set(self.campaigns)
 
-    def _listed(self, tag: str) -> dict[str, Any]:
+    async def _listed(self, tag: str) -> dict[str, Any]:
         """``tag``'s status; one that cannot be read is listed as failed, with why."""
         try:
-            return self._status(tag)
+            return await self._status(tag)
         except (MwError, OSError) as exc:
             try:
                 kind = str(_read_entry(self.paths.registry / f"{tag}.json")["kind"])
@@ -419,7 +421,8 @@ class Daemon:
             campaign.error = exc.render() if isinstance(exc, MwError) else repr(exc)
             return campaign.starting()
 
-    def _status(self, tag: str) -> dict[str, Any]:
+    async def _status(self, tag: str) -> dict[str, Any]:
+        """``tag``'s status; its journal is read on a worker thread (campaigns share the loop)."""
         run = self.runs / tag
         campaign = self.campaigns.get(tag)
         if not (run / "journal").is_dir():
@@ -427,7 +430,8 @@ class Daemon:
                 return campaign.starting()
             raise ConfigError(f"no campaign {tag!r} under {self.runs}")
         try:
-            status = msgspec.to_builtins(campaign_status(run))
+            read = await anyio.to_thread.run_sync(campaign_status, run)
+            status = msgspec.to_builtins(read)
         except ConfigError:
             if campaign is None or campaign.done.is_set():
                 raise

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from mw_errors import ConfigError, MwError
+from mw_errors import ConfigError, DaemonError, MwError
 
 from ._client import DaemonPaths, connect, daemon_running
 from ._daemon import Daemon
@@ -142,16 +142,27 @@ def _alive(pid: str) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def ask(runs: Path, requests: Sequence[Any]) -> list[Any]:
+STATUS_SECONDS = 3.0  # how long `mw status` waits for the daemon before reading journals
+
+
+def ask(runs: Path, requests: Sequence[Any], *, timeout: float = 300.0) -> list[Any]:
     """The daemon's answers to ``requests``, asked in turn on one connection (blocking).
 
     Raises:
-        MwError: the daemon refused one, or is not there.
+        MwError: the daemon refused one, is not there, or did not answer in ``timeout``
+            seconds (a DaemonError).
     """
 
     async def asking() -> list[Any]:
-        async with connect(runs) as connection:
-            return [await connection.request(request) for request in requests]
+        try:
+            with anyio.fail_after(timeout):
+                async with connect(runs, timeout=timeout) as connection:
+                    return [await connection.request(request) for request in requests]
+        except TimeoutError:
+            raise DaemonError(
+                f"the daemon for {runs} did not answer within {timeout:g} s",
+                hint="it may be busy; its campaigns go on",
+            ) from None
 
     return anyio.run(asking)
 
@@ -167,7 +178,9 @@ def statuses(runs: Path, tags: Sequence[str]) -> list[dict[str, Any]]:
     """
     if tags and daemon_running(runs):
         try:
-            return [dict(a) for a in ask(runs, [Status(tag=tag) for tag in tags])]
+            # A busy daemon answers late: the journals answer at once, without its extras.
+            asked = ask(runs, [Status(tag=tag) for tag in tags], timeout=STATUS_SECONDS)
+            return [dict(a) for a in asked]
         except MwError:
             pass
     return [msgspec.to_builtins(campaign_status(runs / tag)) for tag in tags]

@@ -18,6 +18,7 @@ import msgspec
 from mw_errors import ConfigError
 
 __all__ = [
+    "FRAME_SECONDS",
     "PROTOCOL_VERSION",
     "Cancel",
     "Event",
@@ -130,24 +131,34 @@ async def write_frame(stream: anyio.abc.ByteSendStream, message: Any) -> None:
 
 
 async def _exactly(stream: anyio.abc.ByteReceiveStream, size: int) -> bytes:
-    data = b""
+    data = bytearray()
     while len(data) < size:
-        chunk = await stream.receive(size - len(data))
-        data += chunk
-    return data
+        data += await stream.receive(size - len(data))
+    return bytes(data)
 
 
-async def read_frame(stream: anyio.abc.ByteReceiveStream) -> Any:
-    """The next message.
+# A frame that has begun arrives whole within this many seconds (a client may wait as
+# long as it likes between frames, never within one).
+FRAME_SECONDS = 10.0
+
+
+async def read_frame(
+    stream: anyio.abc.ByteReceiveStream, *, frame_seconds: float = FRAME_SECONDS
+) -> Any:
+    """The next message; once its first byte is here, the rest within ``frame_seconds``.
 
     Raises:
         anyio.EndOfStream: the peer closed the connection.
+        TimeoutError: a frame begun and not finished in time (the caller hangs up).
         ConfigError: a frame too large or not a message.
     """
-    (size,) = struct.unpack(">I", await _exactly(stream, 4))
-    if size > MAX_FRAME:
-        raise ConfigError(f"a control frame of {size} bytes is over the {MAX_FRAME} limit")
+    first = await stream.receive(4)
+    with anyio.fail_after(frame_seconds):
+        (size,) = struct.unpack(">I", first + await _exactly(stream, 4 - len(first)))
+        if size > MAX_FRAME:
+            raise ConfigError(f"a control frame of {size} bytes is over the {MAX_FRAME} limit")
+        body = await _exactly(stream, size)
     try:
-        return _decoder.decode(await _exactly(stream, size))
+        return _decoder.decode(body)
     except msgspec.DecodeError as exc:
         raise ConfigError(f"not a control message: {exc}") from None

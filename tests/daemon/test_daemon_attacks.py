@@ -94,6 +94,49 @@ async def test_no_request_ends_the_daemon_and_no_tag_escapes(runs: Path) -> None
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("role", ["control", "hello"])
+async def test_a_frame_begun_and_never_finished_is_hung_up_on(runs: Path, role: str) -> None:
+    """Half of an 8 MB frame, then nothing: 60 such connections held 500 MB, forever."""
+    daemon = Daemon(runs, DaemonOptions(frame_seconds=0.5))
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.serve)
+        async with await anyio.connect_unix(str(DaemonPaths(runs).socket)) as stream:
+            if role == "control":
+                await stream.send(frame(b'{"type": "Hello", "version": 1, "role": "control"}'))
+                await stream.receive()  # Welcome
+            await stream.send((8 << 20).to_bytes(4, "big") + b"x" * (1 << 20))
+            with anyio.fail_after(10):  # hung up on: the daemon holds nothing of it
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    while True:
+                        await stream.receive()
+        async with connect_daemon(runs) as control:
+            assert await control.request(ListCampaigns()) == []  # and it serves the others
+        daemon.stop()
+
+
+def test_status_under_a_daemon_that_does_not_answer_reads_the_journal(runs: Path) -> None:
+    """A daemon too busy to answer gave a raw TimeoutError traceback after 10 s."""
+    import socket
+    import time
+
+    from tests.processes import synthetic_campaign
+
+    assert synthetic_campaign("run", runs, "quiet", 12).returncode == 0
+    paths = DaemonPaths(runs)
+    paths.home.mkdir(exist_ok=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stuck:
+        stuck.bind(str(paths.socket))
+        stuck.listen(8)  # accepts connections, and never answers one
+        started = time.monotonic()
+        done = mw("status", "quiet", "--runs", str(runs), "--json")
+        waited = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["state"] == "completed"
+    assert "Traceback" not in done.stderr
+    print(f"answered from the journal after {waited:.1f} s")
+
+
+@pytest.mark.anyio
 @pytest.mark.slow
 async def test_a_fuzzed_control_socket_leaves_a_running_campaign_to_complete(
     runs: Path, seed: int

@@ -155,6 +155,12 @@ async def test_head_and_204_carry_no_body() -> None:
         (b"POST /x HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", b"413"),
         (b"GET /x HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", b"431"),
         (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b"400"),
+        # sizes Python's int(x, 16) takes and another reader does not: smuggling's material
+        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", b"400"),
+        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n", b"400"),
+        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n", b"400"),
+        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n +3\r\nabc\r\n", b"400"),
+        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"0" * 17 + b"\r\n", b"400"),
     ],
 )
 async def test_a_malformed_request_gets_its_status_and_the_connection_closes(

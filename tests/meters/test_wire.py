@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import openai
 import pytest
 
@@ -109,6 +110,30 @@ async def test_sync_client_and_ledger_totals_equal_provider_usage(
     )  # fmt: skip
     assert Decimal(summary["cost_usd"]) == recomputed
     assert summary["requests"] == 7 and summary["statuses"]["ok"] == 7
+
+
+async def test_the_upstream_sees_one_idempotency_key_the_meters(tmp_path: Path) -> None:
+    """A client's own key went ahead of the meter's: the upstream saw two."""
+    seen: list[list[bytes]] = []
+    async with open_wire(tmp_path) as wire:
+        original = wire.provider.__class__.__call__
+
+        async def spy(self: Any, request: Any) -> Any:
+            seen.append([v for k, v in request.headers if k.lower() == b"idempotency-key"])
+            return await original(self, request)
+
+        wire.provider.__class__.__call__ = spy  # type: ignore[method-assign]
+        try:
+            async with httpx.AsyncClient() as client:
+                await client.post(
+                    f"{wire.meter_url}/chat/completions",
+                    json={"model": "local/scripted", "messages": MESSAGES},
+                    headers={"Idempotency-Key": "the-clients-own"},
+                )
+        finally:
+            wire.provider.__class__.__call__ = original  # type: ignore[method-assign]
+    (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
+    assert seen == [[line.id.encode()]]
 
 
 async def test_the_key_is_injected_and_written_nowhere(tmp_path: Path) -> None:
