@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import subprocess
@@ -87,6 +88,26 @@ def _first_leaf(group: BaseExceptionGroup[Any]) -> Any:
     return leaf
 
 
+_PATH_HINTS = {
+    errno.ENOTDIR: "a file stands where a directory is expected; pick another path",
+    errno.ENOENT: "a directory on the way does not exist; create it or pick another path",
+    errno.ENAMETOOLONG: "a name in the path is too long (255 bytes at most); use a shorter one",
+    errno.EISDIR: "a directory stands where a file is expected; pick another path",
+    errno.EEXIST: "something is already there; pick another path",
+    errno.EROFS: "the file system is read-only; pick a path on a writable one",
+    errno.ENOSPC: "the disk is full; free space, then run again (a campaign resumes)",
+}
+
+
+def path_error(exc: OSError) -> str:
+    """An OSError about a path, as one line: the path, what the system said, what to do."""
+    where = str(exc.filename)
+    if len(where) > 120:
+        where = where[:60] + "..." + where[-40:]
+    hint = _PATH_HINTS.get(exc.errno or 0, "check the path and its permissions")
+    return f"error[path_unusable]: {where}: {exc.strerror or exc} (hint: {hint})"
+
+
 def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     """Parse, run the chosen command, and turn an MwError into one line and exit status 2."""
     from mw_errors import MwError
@@ -115,6 +136,11 @@ def run_command(prog: str, parser: argparse.ArgumentParser, argv: Sequence[str] 
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as on SIGPIPE
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a path that cannot be used; one without a path is a bug
+        if exc.filename is None:
+            raise
+        print(f"{prog}: {path_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return status

@@ -88,6 +88,11 @@ def _sandbox_exec(args: argparse.Namespace) -> int:
     if args.memory is not None:
         changes["address_space"] = args.memory
     limits = limits.replace(**changes) if changes else limits
+    if not args.scratch.parent.is_dir():  # one new directory, never a tree made as root
+        raise ConfigError(
+            f"scratch directory {args.scratch}: {args.scratch.parent} is not a directory",
+            hint="give a new directory inside one that exists",
+        )
     config = SandboxConfig(scratch=args.scratch, inputs=tuple(args.input), limits=limits)
     box = open_sandbox(args.backend, config, bwrap=bwrap_override())
 

@@ -261,7 +261,8 @@ def lost_attempt(reservation: Reservation, role: Role, *, now: float) -> LedgerL
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, directory fsync."""
     temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "wb") as handle:
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "wb") as handle:  # private, as every ledger file
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
@@ -297,7 +298,9 @@ class Ledger:
             _truncate_torn_tail(self.path)
             for line in read_ledger(self.path):
                 self._totals.add(line)
-        self._handle = open(self.path, "ab")  # noqa: SIM115 - held for the ledger's life
+        # Private (0600): a ledger holds every request's model, usage and spend.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._handle = open(fd, "ab")  # noqa: SIM115 - held for the ledger's life
 
     def append(self, line: LedgerLine) -> None:
         """Write one line and push it to the kernel (it survives the process dying)."""

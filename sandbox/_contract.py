@@ -80,11 +80,17 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "file_size": 1,
             "output_bytes": 1,
         }
+        ceiling = 2**62  # prlimit and the kernel take 64-bit limits
         for name, floor in floors.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not floor <= value <= ceiling
+            ):
                 raise ConfigError(
-                    f"limit {name}={value!r} makes no sense: it must be an integer >= {floor}",
+                    f"limit {name}={value!r} makes no sense: it must be an integer from "
+                    f"{floor} to 2**62",
                     hint="pass limits in bytes, seconds or counts, e.g. address_space=4294967296",
                 )
         wall = self.wall_seconds
@@ -185,6 +191,8 @@ class Sandbox(abc.ABC):
             ConfigError: scratch holds files, or an input is not a directory.
             SandboxUnavailable: the backend cannot run here.
         """
+        if self.scratch.exists() and not self.scratch.is_dir():
+            raise ConfigError(f"scratch {self.scratch} is not a directory")
         if self.scratch.exists() and any(self.scratch.iterdir()):
             raise ConfigError(
                 f"scratch directory {self.scratch} already holds files",

@@ -15,11 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def mw(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, module: str = "bin.mw"
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``mw ARGS`` from the repository root; ``env`` adds to this process's environment."""
+    """Run ``mw ARGS`` from the repository root; ``env`` adds to this process's environment.
+
+    ``module`` runs another entry point (``bin.wsm``) the same way.
+    """
     return subprocess.run(
-        [sys.executable, "-m", "bin.mw", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -9,7 +9,7 @@ import pytest
 
 from tests.processes import mw
 
-from .scenarios.bad_inputs import BAD_INPUTS, MISSING, BadInput
+from .scenarios.bad_inputs import BAD_INPUTS, BAD_PATHS, MISSING, BadInput
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,6 +69,24 @@ def test_a_bad_number_or_url_is_one_line_and_writes_nothing(tmp_path: Path, case
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prices.json"]  # nothing written
 
 
+@pytest.mark.parametrize(("prog", "argv", "says"), BAD_PATHS, ids=lambda v: str(v)[:40])
+def test_a_path_that_cannot_be_used_is_one_line(
+    tmp_path: Path, prog: str, argv: tuple[str, ...], says: str
+) -> None:
+    """Each of these was a traceback."""
+    (tmp_path / "file").write_text("a file, not a directory\n")
+    (tmp_path / "rows.jsonl").write_text("[1, 2]\n")
+    places = {"file": tmp_path / "file", "tmp": tmp_path, "long": "a" * 300,
+              "rows": tmp_path / "rows.jsonl"}  # fmt: skip
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = mw(*[arg.format(**places) for arg in argv], module=f"bin.{prog}")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"{prog}: error[") and says in line and "hint:" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    assert not Path("/nonexistent-mw").exists()
+
+
 def test_journal_check_reads_a_campaign_journal_and_fails_on_none(tmp_path: Path) -> None:
     run = mw("serve-learn", "run", "synthetic_l1", "--runs", str(tmp_path), "--tag", "j",
              "--train-split", "12")  # fmt: skip
@@ -90,3 +108,18 @@ def test_a_missing_thing_is_one_line(tmp_path: Path, argv: tuple[str, ...], says
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.splitlines()
     assert says in line and "hint:" in line, line
+
+
+def test_a_runs_traces_are_private_to_its_user(tmp_path: Path) -> None:
+    """Run directories were 0755 and journals and ledgers 0644: any local user read them."""
+    import stat
+
+    run = mw("serve-learn", "run", "synthetic_l1", "--runs", str(tmp_path), "--tag", "p",
+             "--train-split", "12")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    root = tmp_path / "p"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    private = [*root.glob("journal/*.jsonl"), root / "ledger.jsonl", root / "wire_ledger.json"]
+    assert len(private) >= 3
+    for path in private:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

@@ -17,7 +17,8 @@ class FileOps:
     """Plain POSIX files. Subclass and override one method to inject a fault."""
 
     def open_append(self, path: Path) -> int:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """Open for appending; a new file is private (0600): journals hold prompts and spend."""
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def write(self, fd: int, data: bytes) -> None:
         view = memoryview(data)

@@ -125,7 +125,8 @@ def prepare_run(loaded: Loaded, output: Path) -> RunLayout:
         )
     preflight(loaded)
     layout = RunLayout(output)
-    output.mkdir(parents=True)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.mkdir(mode=0o700)  # private: its traces hold prompts and spend
     _copy(loaded.path, layout.config)
     student = loaded.resolve(loaded.config.student.path)
     for name in ("config.json", "tokenizer.json"):

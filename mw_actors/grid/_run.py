@@ -345,7 +345,9 @@ def _prepare(
     for job in jobs:
         if isinstance(job.spec, CampaignSpec):
             ensure_synthetic(job.spec.dataset, job.spec.scenario)
-    place.cells.mkdir(parents=True, exist_ok=True)
+    place.cells.parent.mkdir(parents=True, exist_ok=True)
+    place.cells.parent.chmod(0o700)  # private: its cells' traces hold prompts and spend
+    place.cells.mkdir(exist_ok=True)
     if not place.spec.exists():
         data = msgspec.json.format(msgspec.json.encode(grid), indent=2) + b"\n"
         meters.write_atomically(place.spec, data)

@@ -219,6 +219,8 @@ def spent_or_evidenced(run_root: Path) -> str:
 def prepare_run(spec: CampaignSpec) -> RunDir:
     """The run directory's layout, made (once the campaign is checked)."""
     run = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
+    run.root.parent.mkdir(parents=True, exist_ok=True)
+    run.root.mkdir(mode=0o700, exist_ok=True)  # private: its traces hold prompts and spend
     for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
         path.mkdir(parents=True, exist_ok=True)
     return run

@@ -70,6 +70,11 @@ def score_file(path: Path) -> SettingScore:
             row = msgspec.json.decode(line)
         except msgspec.DecodeError:
             raise ConfigError(f"{path}:{number}: not JSON") from None
+        if not isinstance(row, dict):
+            raise ConfigError(
+                f"{path}:{number}: a row is a JSON object, not {type(row).__name__}",
+                hint="give a results file as the benchmark's runner writes it",
+            )
         if "config" in row:
             config = row["config"]
             continue

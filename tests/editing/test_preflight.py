@@ -134,7 +134,7 @@ def test_modal_is_refused_offline(fixture_config: Path) -> None:
         (lambda d: d["arms"].append({"name": "baseline"}), "distinct names"),
         (lambda d: d["arms"][1].pop("script"), "needs a script"),
         (lambda d: d.update(surprise=1), "unknown field"),
-        (lambda d: d["money"].update(allocation_usd="lots"), "not a dollar amount"),
+        (lambda d: d["money"].update(allocation_usd="lots"), "is not an amount in USD"),
         (lambda d: d.update(seed=-1), r"seed=-1 must be in 0\.\.2\*\*32-1"),
         (lambda d: d.update(seed="one"), "Expected `int | null`"),
     ],

@@ -61,3 +61,25 @@ BAD_INPUTS += [
     ),
     BadInput((*_RUN, "--allocation-add", "2"), "--allocation-add raises a campaign's allocation"),
 ]
+
+# Paths that cannot be used as given: ``{file}`` is a plain file, ``{long}`` a name of 300
+# characters, ``{rows}`` a results file whose row is a JSON array. (program, argv, says)
+BAD_PATHS: list[tuple[str, tuple[str, ...], str]] = [
+    ("mw", ("serve-learn", "run", "synthetic_l1", "--runs", "{file}", "--tag", "t"),
+     "Not a directory"),
+    ("mw", ("daemon", "start", "--runs", "{file}"), "Not a directory"),
+    ("mw", ("demo", "--runs", "{file}"), "Not a directory"),
+    ("mw", ("sandbox", "exec", "--scratch", "{file}", "--", "true"), "is not a directory"),
+    ("mw", ("sandbox", "exec", "--scratch", "/nonexistent-mw/s", "--", "true"),
+     "/nonexistent-mw is not a directory"),
+    ("mw", ("sandbox", "exec", "--scratch", "{tmp}/s", "--memory", "9" * 23, "--", "true"),
+     "address_space"),
+    ("mw", ("provider", "--port", "0", "--engine", "smollm2", "--model-dir", "{file}"),
+     "Not a directory"),
+    ("wsm", ("model", "import-smollm2", "--output", "{file}"), "Not a directory"),
+    ("mw", ("serve-learn", "run", "synthetic_l1", "--runs", "/proc/self", "--tag", "t"),
+     "No such file or directory"),
+    ("mw", ("serve-learn", "run", "synthetic_l1", "--runs", "{tmp}/{long}", "--tag", "t"),
+     "File name too long"),
+    ("mw", ("score", "{rows}"), "a row is a JSON object, not list"),
+]  # fmt: skip
