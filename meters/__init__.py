@@ -16,6 +16,7 @@ from ._budget import (
     Reclaimed,
     Reservation,
     Reserver,
+    reserve_waiting,
 )
 from ._ledger import (
     LEDGER_SCHEMA_VERSION,
@@ -117,6 +118,7 @@ __all__ = [
     "parse_prices",
     "parse_usd",
     "read_ledger",
+    "reserve_waiting",
     "responses_usage",
     "serve_http",
     "serve_meter",

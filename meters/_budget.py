@@ -15,6 +15,7 @@ import uuid
 from decimal import Decimal
 from typing import Protocol
 
+import anyio
 import msgspec
 
 from mw_errors import MeterError
@@ -29,6 +30,7 @@ __all__ = [
     "Reclaimed",
     "Reservation",
     "Reserver",
+    "reserve_waiting",
 ]
 
 
@@ -40,6 +42,13 @@ class Granted(msgspec.Struct, frozen=True):
 class Blocked(msgspec.Struct, frozen=True):
     requested: str
     remaining: str
+    # Reserved for requests still in flight when it was refused: as they settle (for less,
+    # as most do), a request blocked only by them may fit. "0": blocked for good.
+    outstanding: str = "0"
+
+    def may_fit_later(self) -> bool:
+        """Whether it would fit if the requests in flight settled at nothing."""
+        return Decimal(self.requested) <= Decimal(self.remaining) + Decimal(self.outstanding)
 
 
 class Reservation(msgspec.Struct, frozen=True):
@@ -80,6 +89,26 @@ class Reserver(Protocol):
         ...
 
 
+async def reserve_waiting(
+    reserver: Reserver, amount: Decimal, holder: str, *, wait_seconds: float
+) -> Granted | Blocked:
+    """Reserve; while only reservations in flight stand in the way, wait for them to settle.
+
+    Concurrent holders (a campaign's episodes, a grid's cells) each reserve a worst case
+    far above what they spend: refused the moment their worst cases fill the allocation,
+    a grid ended its cells with 14% of it spent. Blocked for good (settled spend and this
+    amount cannot fit), or still blocked after ``wait_seconds``, it is refused.
+    """
+    outcome = await reserver.reserve(amount, holder)
+    delay, waited = 0.05, 0.0
+    while isinstance(outcome, Blocked) and outcome.may_fit_later() and waited < wait_seconds:
+        await anyio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 2.0)
+        outcome = await reserver.reserve(amount, holder)
+    return outcome
+
+
 class Budget:
     """The state of one allocation. Not thread-safe: one event loop owns it."""
 
@@ -107,10 +136,13 @@ class Budget:
         """Reserve ``amount`` if it fits what remains; never partially."""
         if amount < 0:
             raise MeterError(f"cannot reserve a negative amount ({amount})")
-        remaining = self.remaining
+        outstanding = self.outstanding
+        remaining = self.allocation - self.settled - outstanding
         if amount > remaining:
             self._blocked += 1
-            return Blocked(requested=usd(amount), remaining=usd(remaining))
+            return Blocked(
+                requested=usd(amount), remaining=usd(remaining), outstanding=usd(outstanding)
+            )
         reservation = Reservation(
             id=f"{self._prefix}.{next(self._ids)}",
             amount=usd(amount),

@@ -37,7 +37,7 @@ from mw_errors import ConfigError, UnpricedModel
 
 from ._adapter import ChatToResponses, chat_request, completion_to_response
 from ._assemble import Assembler, ChatAssembler, ResponsesAssembler
-from ._budget import Blocked, Budget, Granted, Reservation, Reserver
+from ._budget import Blocked, Budget, Granted, Reservation, Reserver, reserve_waiting
 from ._ledger import Ledger, LedgerLine, Status, attempt_holder, lost_attempt, read_ledger
 from ._money import usd
 from ._prices import PriceTable
@@ -103,6 +103,9 @@ class MeterConfig:
     # With an allocation, fetch an answer asked for whole as a stream, and send it whole:
     # only a stream can be cut where an upstream passes the output reserved for it.
     whole_as_stream: bool = True
+    # How long a request blocked only by reservations still in flight waits for them to
+    # settle (most settle for far less than their worst case) before it is refused.
+    budget_wait_seconds: float = 120.0
     # The stated worst case, in input tokens, of one input a request names and does not
     # hold (a stored response, an image, a file): None refuses such requests.
     reference_tokens: int | None = None
@@ -480,7 +483,9 @@ class Meter:
         attempt.reserved = worst
         if self.reserver is not None:
             holder = attempt_holder(self.config.role, attempt.id, attempt.endpoint, attempt.model)
-            outcome = await self.reserver.reserve(worst, holder)
+            outcome = await reserve_waiting(
+                self.reserver, worst, holder, wait_seconds=self.config.budget_wait_seconds
+            )
             if isinstance(outcome, Blocked):
                 attempt.status, attempt.http_status = "budget_blocked", 429
                 message = (

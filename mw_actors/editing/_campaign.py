@@ -40,6 +40,7 @@ from meters import (
     Reserver,
     encode_summary,
     read_ledger,
+    reserve_waiting,
     summarize,
     usd,
     write_atomically,
@@ -84,6 +85,8 @@ from .records import (
 
 __all__ = ["CampaignOptions", "grader_answer", "prepare_run", "run_campaign", "write_receipt"]
 
+# How long a trial waits for envelopes in flight (another cell's) to settle: their lease.
+ENVELOPE_WAIT_SECONDS = 900.0
 log = structlog.get_logger("mw.editing")
 
 
@@ -348,7 +351,10 @@ class TrialScheduler(Actor[Any]):
         )
         reservation: str | None = None
         if envelope > 0:
-            outcome = await self.reserver.reserve(envelope, trial.id)
+            # Another cell's envelope in flight may settle for less: wait for it, not refuse.
+            outcome = await reserve_waiting(
+                self.reserver, envelope, trial.id, wait_seconds=ENVELOPE_WAIT_SECONDS
+            )
             if isinstance(outcome, Blocked):
                 reason = (
                     f"needs {outcome.requested} USD, {outcome.remaining} USD of the "

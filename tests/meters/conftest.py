@@ -53,6 +53,7 @@ async def open_wire(
     engine: Engine | None = None,
     provider_key: str | None = None,
     whole_as_stream: bool = True,
+    budget_wait_seconds: float = 120.0,
 ) -> AsyncIterator[Wire]:
     engine = engine or ScriptedEngine(SCRIPT)
     async with (
@@ -68,6 +69,7 @@ async def open_wire(
             api_key=SECRET,
             allocation_usd=allocation,
             drain_seconds=drain_seconds,
+            budget_wait_seconds=budget_wait_seconds,
             # The meter's own default unless a test turns it off: campaigns rely on it.
             **({} if whole_as_stream else {"whole_as_stream": False}),
         )

@@ -117,7 +117,8 @@ def test_reserve_is_all_or_nothing() -> None:
     first = budget.reserve(Decimal("0.60"), "a", now=0)
     assert isinstance(first, meters.Granted)
     blocked = budget.reserve(Decimal("0.50"), "b", now=0)
-    assert blocked == meters.Blocked(requested="0.50", remaining="0.40")
+    assert blocked == meters.Blocked(requested="0.50", remaining="0.40", outstanding="0.60")
+    assert blocked.may_fit_later()  # the 0.60 in flight may settle for less
     budget.settle(first.id, Decimal("0.25"))
     assert isinstance(budget.reserve(Decimal("0.50"), "b", now=0), meters.Granted)
     stats = budget.statistics()
