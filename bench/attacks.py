@@ -14,8 +14,16 @@
 - queued episodes journaled as started, per kill -9 of a campaign at
   concurrency 4: episodes in flight past the slots (they once went ``unknown``
   a whole block at a time);
-- bad inputs answered with a traceback: the CLI given every bad number, URL and
-  tag of the test tables.
+- bad inputs answered with a traceback: the CLI given every bad number, URL,
+  tag and path of the test tables;
+- spend over the allocation under a lying upstream (issue 27): for each lie of
+  tests/scenarios/meter_attacks.py's LIARS (usage that is no usage, less output
+  reported than streamed, output past max_tokens in shapes a meter may miss),
+  rounds of 50 concurrent openai SDK streams; and for each request a lenient
+  upstream would read otherwise (SHAPES: ``"n": "8"``, ``"stream": "false"``,
+  duplicate keys, stored inputs, ...), rounds of 50 concurrent raw requests,
+  counting what was forwarded;
+- campaigns stranded by a daemon killed 0.5, 1, 2, 3 and 5 s after a submit.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -51,18 +60,18 @@ from mw_actors.provider import (  # noqa: E402
     ScriptedEngine,
     serve_provider,
 )
-from tests.scenarios.bad_inputs import BAD_INPUTS  # noqa: E402
+from tests.scenarios.bad_inputs import BAD_INPUTS, BAD_PATHS  # noqa: E402
 from tests.scenarios.daemon_frames import BAD_TAGS, KILLERS, frame, fuzz_frames  # noqa: E402
-from tests.scenarios.meter_attacks import BYPASSES  # noqa: E402
+from tests.scenarios.meter_attacks import BYPASSES, LIARS, SHAPES  # noqa: E402
 
 KEY = "sk-bench-attacks"
 KILL_FLAGS = ("--train-split", "48", "--concurrency", "4", "--provider-latency", "ttft=0.1")
 PRICES = meters.load_prices(LOCAL_PRICES)
 
 
-def mw(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def mw(*args: str, timeout: float = 120, prog: str = "mw") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bin.mw", *args],
+        [sys.executable, "-m", f"bin.{prog}", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
 
@@ -255,7 +264,114 @@ def tracebacks(tmp: Path) -> tuple[int, int]:
         ["attach", "x", "--runs", str(tmp)],
     ]
     with_traceback = sum("Traceback" in mw(*argv).stderr for argv in cases)
-    return with_traceback, len(cases)
+    (tmp / "file").write_text("a file\n")
+    (tmp / "rows.jsonl").write_text("[1, 2]\n")
+    paths = {"file": tmp / "file", "tmp": tmp, "long": "a" * 300, "rows": tmp / "rows.jsonl"}
+    for prog, argv, _ in BAD_PATHS:
+        answer = mw(*[arg.format(**paths) for arg in argv], prog=prog)
+        with_traceback += "Traceback" in answer.stderr
+    return with_traceback, len(cases) + len(BAD_PATHS)
+
+
+LIMIT = 20
+
+
+async def lying_upstreams(tmp: Path, rounds: int) -> list[tuple[str, int, Decimal]]:
+    """Per lie: rounds over the allocation, and the most spent as a share of it."""
+    import openai
+
+    engine = ScriptedEngine([Reply(content=" ".join(f"w{i}" for i in range(400)))])
+    worst = PRICES.worst_case("local/scripted", 200, LIMIT)
+    allocation = worst * 20  # 50 requests, room for 20 worst cases
+    figures = []
+    for fault in sorted({case.fault for case in LIARS}):
+        endpoint = "responses" if fault == "renamed_events" else "chat"
+        over, most = 0, Decimal(0)
+        for round_ in range(rounds):
+            ledger = tmp / fault / str(round_)
+            async with _meter(ledger, allocation, engine, FaultPlan(plan=[fault])) as (_, url):  # type: ignore[list-item]
+                client = openai.AsyncOpenAI(base_url=url, api_key="-", max_retries=0)
+
+                async def one(
+                    client: openai.AsyncOpenAI = client, endpoint: str = endpoint
+                ) -> None:
+                    try:
+                        if endpoint == "responses":
+                            stream = await client.responses.create(
+                                model="local/scripted", input="talk",
+                                max_output_tokens=LIMIT, stream=True,
+                            )  # fmt: skip
+                        else:
+                            stream = await client.chat.completions.create(  # type: ignore[assignment]
+                                model="local/scripted", max_tokens=LIMIT, stream=True,
+                                messages=[{"role": "user", "content": "talk"}],
+                            )  # fmt: skip
+                        async for _ in stream:
+                            pass
+                    except (openai.APIError, Exception):
+                        pass
+
+                async with anyio.create_task_group() as requests:
+                    for _ in range(50):
+                        requests.start_soon(one)
+                await client.close()
+            lines = meters.read_ledger(ledger / "ledger.jsonl")
+            spent = sum((Decimal(x.cost_usd) for x in lines), Decimal(0))
+            over += spent > allocation
+            most = max(most, spent / allocation)
+        figures.append((fault, over, most))
+    return figures
+
+
+async def ambiguous_requests(tmp: Path, rounds: int) -> list[tuple[str, int, int]]:
+    """Per request shape: how many of its rounds x 50 requests reached the upstream."""
+    import httpx
+
+    figures = []
+    for name, endpoint, body, _ in SHAPES:
+        ledger = tmp / name.replace(" ", "-")
+        async with (
+            _meter(ledger, Decimal(10), None, None) as (provider, url),
+            httpx.AsyncClient(timeout=30) as client,
+        ):
+            for _ in range(rounds):
+                async with anyio.create_task_group() as requests:
+                    for _ in range(50):
+                        requests.start_soon(
+                            partial(client.post, f"{url}/{endpoint}", content=body,
+                                    headers={"content-type": "application/json"})
+                        )  # fmt: skip
+            figures.append((name, provider.statistics().received, rounds * 50))
+    return figures
+
+
+def stranded(delays: list[float]) -> tuple[int, list[str]]:
+    """Campaigns left stranded by a daemon killed ``delay`` s after a submit, then restarted."""
+    base = Path(tempfile.mkdtemp(prefix="mwk-"))  # a short path: the socket's is bounded
+    runs = base / "runs"
+    left, states = 0, []
+    try:
+        for number, delay in enumerate(delays):
+            assert mw("daemon", "start", "--runs", str(runs)).returncode == 0
+            tag = f"early{number}"
+            mw("serve-learn", "submit", "synthetic_l1", "--runs", str(runs), "--tag", tag,
+               "--train-split", "12")  # fmt: skip
+            time.sleep(delay)
+            os.kill(int((runs / "mw-daemon.pid").read_text()), signal.SIGKILL)
+            mw("daemon", "start", "--runs", str(runs))
+            deadline, state = time.monotonic() + 120, "?"
+            while time.monotonic() < deadline:
+                answer = mw("status", tag, "--runs", str(runs), "--json")
+                state = json.loads(answer.stdout)["state"] if answer.returncode == 0 else "none"
+                if state in ("completed", "failed", "budget_blocked"):
+                    break
+                time.sleep(1)
+            left += state != "completed"
+            states.append(f"{delay:g}s:{state}")
+            mw("daemon", "stop", "--runs", str(runs))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return left, states
 
 
 def main() -> None:
@@ -264,6 +380,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=8)
     parser.add_argument("--frames", type=int, default=1200)
     parser.add_argument("--seed", type=int, default=20261201)
+    parser.add_argument("--lie-rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temp:
         tmp = Path(temp)
@@ -285,6 +402,15 @@ def main() -> None:
         )
         bad, cases = tracebacks(tmp / "inputs")
         print(f"bad inputs answered with a traceback: {bad} of {cases} (goal 0)")
+        for fault, over, most in anyio.run(lying_upstreams, tmp / "liars", args.lie_rounds):
+            print(
+                f"spend over the allocation, upstream lie {fault}: {over} of {args.lie_rounds} "
+                f"rounds of 50 SDK streams (goal 0; most spent {most:.0%} of the allocation)"
+            )
+        for name, forwarded, sent in anyio.run(ambiguous_requests, tmp / "shapes", args.lie_rounds):
+            print(f"ambiguous request forwarded, {name}: {forwarded} of {sent} (goal 0)")
+        left, states = stranded([0.5, 1, 2, 3, 5])
+        print(f"campaigns stranded by a daemon kill after a submit: {left} of 5 (goal 0; {states})")
 
 
 if __name__ == "__main__":
