@@ -1,0 +1,239 @@
+"""Does MWM learn the hidden policies? The knowledge probe on banking L1-L3, beside baselines.
+
+    python bench/learning.py [--scenarios banking_l1,...] [--seeds 3] [--right 0.5]
+
+For each scenario and seed, the whole serving stream is played through the
+benchmark's own ``Env``, tools and verifier by a simulated agent (a fixture
+that reads the task's ground truth, which no method sees): it looks the case
+up, then takes the right decision with probability ``--right`` and otherwise a
+random other decision of the stream's, and finishes. Each episode's record is
+``protocol.episode_record``, as mw makes it. At each window's boundary the
+world models are fitted on the records of the blocks served before it
+(DESIGN.md promise 4), and the window's tests are played by the probe's
+player (``mw_actors.serve_learn._probe``), which looks the case up as served
+episodes did, takes the world model's top-ranked action and finishes; the
+benchmark's verifier scores it. Scores are Hidden / Fully Specified (0-100),
+the mean over seeds. World models, all on the same records:
+
+- majority: the most common outcome that scored;
+- nearest success: RAG's idea, the outcome of the most similar served case
+  that scored 100 (BM25);
+- mwm: MWM's ``wm`` (``_worldmodel.fit``, as the campaign fits it);
+- oracle: the ground truth (the player's ceiling).
+
+The fitting time per block is MWM's, on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mw_actors.serve_learn._probe import (  # noqa: E402
+    Lookups,
+    Ranker,
+    majority_ranker,
+    nearest_success_ranker,
+    play_test,
+)
+from mw_actors.serve_learn._worldmodel import (  # noqa: E402
+    Served,
+    case_of,
+    fit,
+    parse_record,
+)
+
+BLOCK = 12
+MODELS = ("majority", "nearest success", "mwm", "oracle")
+
+
+def _signature_of(action: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A ground-truth action without its case id: what a decision is, across cases."""
+    kept = tuple(sorted((k, repr(v)) for k, v in action.kwargs.items() if k != "case_id"))
+    return action.name, kept
+
+
+def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
+    """The serving stream played by the simulated agent: each episode's record and reward."""
+    from servelearnbench import agent, protocol
+    from servelearnbench.engine.types import Action
+
+    serving = list(bundle["serving"])
+    protocol.stamp_serving(serving)
+    decisions: dict[Any, list[Any]] = {}
+    for task in serving:
+        if task.actions:
+            decisions.setdefault(_signature_of(task.actions[0]), task.actions)
+    pool = list(decisions.values())
+    env = agent.new_env(bundle)
+    tools = {t["function"]["name"] for t in env.tools_info}
+    served = []
+    for position, task in enumerate(serving):
+        env.reset(task)
+        trace: list[dict[str, Any]] = []
+
+        def step(name: str, kwargs: dict[str, Any], trace: list[dict[str, Any]] = trace) -> str:
+            observation = str(env.step(Action(name=name, kwargs=kwargs)).observation)
+            trace.append({"kind": "tool", "name": name, "args": kwargs, "obs": observation})
+            return observation
+
+        case_id = (task.z or {}).get("case_id")
+        if case_id and "get_case_details" in tools:
+            import json
+
+            found = json.loads(step("get_case_details", {"case_id": case_id}))
+            for kind in ("account", "merchant", "payee"):
+                value = found.get(f"{kind}_id") if isinstance(found, dict) else None
+                if value and f"get_{kind}_details" in tools:
+                    step(f"get_{kind}_details", {f"{kind}_id": value})
+        actions = list(task.actions)
+        if actions and rng.random() >= right:
+            others = [a for a in pool if _signature_of(a[0]) != _signature_of(actions[0])]
+            if others:
+                alternative = rng.choice(others)
+                actions = [
+                    Action(name=a.name, kwargs={**a.kwargs, "case_id": case_id})
+                    if "case_id" in a.kwargs
+                    else a
+                    for a in alternative
+                ]
+        for action in actions:
+            step(action.name, dict(action.kwargs))
+        env.step(Action(name="finish", kwargs={}))
+        trace.append({"kind": "finish", "name": "finish", "args": {}, "obs": agent.FINISH_ACK})
+        reward = float(env.compute_reward().reward)
+        record = protocol.episode_record(task.instruction, trace, reward)
+        served.append(
+            Served(
+                block=position // BLOCK,
+                task_id=task.task_id,
+                timestamp=position + 1,
+                instruction=task.instruction,
+                reward=reward,
+                record=record,
+            )
+        )
+    return served
+
+
+def _oracle(task: Any) -> Ranker:
+    action = task.actions[0] if task.actions else None
+    if action is None:
+        return lambda text: []
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(action.kwargs.items()) if k != "case_id")
+    return lambda text: [f"{action.name}({shown})"]
+
+
+def probe_scenario(name: str, right: float, seed: int) -> dict[str, Any]:
+    from servelearnbench import agent, protocol, scenarios, scoring
+
+    bundle = scenarios.get_bundle(name, fresh=True)
+    domain = bundle["meta"]["domain"]
+    rng = random.Random(seed)
+    served = serve(bundle, right, rng)
+    env = agent.new_env(bundle)
+    required = {
+        t["function"]["name"]: list(t["function"]["parameters"].get("required") or [])
+        for t in env.tools_info
+    }
+    serving = list(bundle["serving"])
+    protocol.stamp_serving(serving)
+    scores: dict[str, dict[str, list[float]]] = {
+        m: {"hidden": [], "fully_specified": []} for m in MODELS
+    }
+    skipped: dict[str, int] = dict.fromkeys(MODELS, 0)
+    per_window: dict[str, list[float]] = {m: [] for m in MODELS}
+    fit_seconds: list[float] = []
+    for window in range(scenarios.n_windows(bundle)):
+        tests = bundle["test_set"](window)
+        end = protocol.stamp_test(tests, bundle["serving"], window)
+        version = end // BLOCK  # blocks learned by the window's boundary
+        known = served[: version * BLOCK]
+        cases = [c for c in (case_of(s) for s in known) if c is not None]
+        started = time.perf_counter()
+        model = fit(known, now=version - 1) if known else None
+        fit_seconds.append(time.perf_counter() - started)
+        lookups = Lookups.learn([parse_record(s.record) for s in known])
+
+        def mwm(text: str, model: Any = model) -> list[str]:
+            if model is None or not model.signatures:
+                return []
+            estimate = model.estimate(text)
+            return sorted(model.signatures, key=lambda sig: (-estimate[sig], sig))
+
+        rankers: dict[str, Ranker] = {
+            "majority": majority_ranker(cases),
+            "nearest success": nearest_success_ranker(cases),
+            "mwm": mwm,
+        }
+        window_rewards: dict[str, list[float]] = {m: [] for m in MODELS}
+        for task in tests:
+            category = scoring.category(domain, (task.z or {}).get("slice"))
+            for model_name in MODELS:
+                rank = _oracle(task) if model_name == "oracle" else rankers[model_name]
+                played = play_test(env, task, rank, lookups, required)
+                reward = 0.0 if played.reward is None else played.reward
+                skipped[model_name] += played.reward is None
+                scores[model_name][category].append(reward)
+                if category == "hidden":
+                    window_rewards[model_name].append(reward)
+        for model_name in MODELS:
+            rewards = window_rewards[model_name]
+            per_window[model_name].append(100 * sum(rewards) / len(rewards) if rewards else 0.0)
+    return {
+        "scores": {
+            m: {k: 100 * sum(v) / len(v) if v else 0.0 for k, v in by.items()}
+            for m, by in scores.items()
+        },
+        "windows": per_window,
+        "skipped": skipped,
+        "fit_seconds": max(fit_seconds, default=0.0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenarios", default="banking_l1,banking_l2,banking_l3")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--right", type=float, default=0.5)
+    args = parser.parse_args()
+    names = args.scenarios.split(",")
+    table: dict[str, dict[str, tuple[float, float]]] = {m: {} for m in MODELS}
+    windows: dict[str, dict[str, list[float]]] = {}
+    slowest = 0.0
+    for name in names:
+        runs = [probe_scenario(name, args.right, seed) for seed in range(args.seeds)]
+        for model in MODELS:
+            hidden = statistics.mean(r["scores"][model]["hidden"] for r in runs)
+            full = statistics.mean(r["scores"][model]["fully_specified"] for r in runs)
+            table[model][name] = (hidden, full)
+        windows[name] = {
+            m: [statistics.mean(ws) for ws in zip(*(r["windows"][m] for r in runs), strict=True)]
+            for m in MODELS
+        }
+        slowest = max(slowest, *(r["fit_seconds"] for r in runs))
+        print(f"{name}: skipped per model {runs[0]['skipped']} (seed 0)", file=sys.stderr)
+    print(f"serving agent right {args.right:.0%} of the time; mean of {args.seeds} seeds; H / F")
+    print("| world model | " + " | ".join(names) + " | mean H |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for model in MODELS:
+        cells = [f"{table[model][n][0]:.0f} / {table[model][n][1]:.0f}" for n in names]
+        mean_h = statistics.mean(table[model][n][0] for n in names)
+        print(f"| {model} | " + " | ".join(cells) + f" | {mean_h:.1f} |")
+    for name in names:
+        print(f"{name} hidden per window: " + "; ".join(
+            f"{m} " + " ".join(f"{x:.0f}" for x in windows[name][m]) for m in MODELS
+        ))  # fmt: skip
+    print(f"slowest MWM fit (all blocks so far): {slowest:.2f} s (goal <= 2 s per block)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""The knowledge probe: what a method knows, measured for $0 by a player that never guesses.
+
+A method's knowledge is what it can rank: given a case (the instruction and
+what the look-ups returned), the actions best first. The probe plays a test
+task through the benchmark's own ``Env`` with a deterministic player, and the
+benchmark's verifier scores it. No model is called.
+
+The player knows no domain. It learns from the served episodes' records only
+(what any method may read):
+
+- **the look-ups**: the tools that served episodes called before their last
+  action, with arguments that are ids (``TRF-211564``, ``#W9051859``), in the
+  order they were called; each parameter's values have a *shape* (the id with
+  its digits as ``#``: ``TRF-#``), and the player fills a look-up with the id of
+  that shape that the case shows (the instruction, or an earlier result);
+- **the act**: the method's top-ranked action, an outcome *signature* such as
+  ``deny_case(reason=verification_required)``; the arguments a signature
+  leaves out (they name the case) are filled the same way, by shape; then
+  ``finish`` (with the signature's own arguments when the outcome *is* a
+  ``finish``, as a refusal is in retail).
+
+A test the player cannot play (nothing ranked, an argument it cannot fill) is
+skipped with its reason; it is never scored as a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._worldmodel import Case, ParsedRecord, bm25_top_k, parse_record, tokenize
+
+__all__ = [
+    "Lookups",
+    "Played",
+    "Ranker",
+    "majority_ranker",
+    "nearest_success_ranker",
+    "parse_signature",
+    "play_test",
+    "shape",
+]
+
+_ID = re.compile(r"#?\b[A-Za-z]{1,6}-?\d{2,}\b|#[A-Za-z]?\d{4,}\b|\b\d{7,}\b")
+_OWN = ("finish", "wm")
+FINISH = "finish"
+Ranker = Callable[[str], Sequence[str]]  # a case's text -> signatures, best first
+
+
+def shape(value: Any) -> str | None:
+    """An id's shape (its digits as ``#``: ``TRF-211564`` -> ``TRF-#``); None if no id."""
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        return None
+    return re.sub(r"\d+", "#", value)
+
+
+def ids_in(text: str) -> list[str]:
+    """The ids a text shows, in order, each once."""
+    return list(dict.fromkeys(_ID.findall(text)))
+
+
+def parse_signature(signature: str) -> tuple[str, dict[str, Any]]:
+    """``deny_case(reason=x, leg=2)`` -> ``("deny_case", {"reason": "x", "leg": 2})``."""
+    name, _, rest = signature.partition("(")
+    inside = rest[:-1] if rest.endswith(")") else rest
+    arguments: dict[str, Any] = {}
+    for part in re.split(r", (?=\w+=)", inside) if inside else []:
+        key, _, shown = part.partition("=")
+        try:
+            arguments[key] = json.loads(shown)
+        except ValueError:
+            arguments[key] = shown
+    return name, arguments
+
+
+@dataclass
+class Lookups:
+    """The look-ups served episodes made, and the shapes of each id parameter's values."""
+
+    steps: list[tuple[str, list[str]]] = field(default_factory=list)  # (tool, id parameters)
+    shapes: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+
+    @classmethod
+    def learn(cls, records: Sequence[ParsedRecord], *, share: float = 0.25) -> Lookups:
+        """From served records: look-ups used in at least ``share`` of them, in call order."""
+        learned = cls()
+        used: Counter[str] = Counter()
+        positions: dict[str, list[int]] = {}
+        parameters: dict[str, list[str]] = {}
+        for record in records:
+            acted = [a for a in record.actions if a[0] not in _OWN]
+            for tool, arguments, _ in acted:
+                for key, value in arguments.items():
+                    for item in value if isinstance(value, list) else [value]:
+                        if (found := shape(item)) is not None:
+                            learned.shapes.setdefault((tool, key), Counter())[found] += 1
+            firsts: dict[str, int] = {}
+            for index, (tool, arguments, _) in enumerate(acted[:-1]):
+                id_args = [k for k, v in arguments.items() if shape(v) is not None]
+                if id_args and len(id_args) == len(arguments):
+                    firsts.setdefault(tool, index)
+                    parameters.setdefault(tool, sorted(id_args))
+            for tool, index in firsts.items():
+                used[tool] += 1
+                positions.setdefault(tool, []).append(index)
+        floor = share * max(len(records), 1)
+        kept = [tool for tool, count in used.items() if count >= floor]
+        kept.sort(key=lambda t: (sum(positions[t]) / len(positions[t]), t))
+        learned.steps = [(tool, parameters[tool]) for tool in kept]
+        return learned
+
+    def value(self, tool: str, parameter: str, text: str, taken: set[str]) -> str | None:
+        """The id of a shape ``tool``'s ``parameter`` took, that ``text`` shows."""
+        shapes = self.shapes.get((tool, parameter))
+        if not shapes:
+            return None
+        for candidate in ids_in(text):
+            if shape(candidate) in shapes and candidate not in taken:
+                return candidate
+        return None
+
+
+@dataclass(frozen=True)
+class Played:
+    """One test the probe played: its reward, or why it was skipped."""
+
+    task_id: str
+    reward: float | None  # None: skipped
+    action: str = ""
+    skipped: str = ""
+
+
+def _untimed(instruction: str) -> str:
+    if instruction.startswith("Current timestamp:"):
+        return instruction.split("\n\n", 1)[-1]
+    return instruction
+
+
+def play_test(
+    env: Any, task: Any, rank: Ranker, lookups: Lookups, required: dict[str, list[str]]
+) -> Played:
+    """Play ``task`` in ``env`` (the benchmark's, reset here) as the probe's player.
+
+    ``required``: each tool's required parameters (from the env's tool schemas).
+    """
+    from servelearnbench.engine.types import Action
+
+    env.reset(task)
+    text = _untimed(task.instruction)
+    for tool, parameters in lookups.steps:
+        arguments = {p: lookups.value(tool, p, text, set()) for p in parameters}
+        if any(v is None for v in arguments.values()):
+            continue  # this case shows no id of that shape: the look-up does not apply
+        observation = str(env.step(Action(name=tool, kwargs=arguments)).observation)
+        text += "\n" + observation
+    ranked = list(rank(text))
+    if not ranked:
+        return Played(task.task_id, None, skipped="the method ranks no action yet")
+    name, arguments = parse_signature(ranked[0])
+    if name != FINISH and name not in required:
+        return Played(task.task_id, None, ranked[0], f"{name} is not a tool of this scenario")
+    for parameter in required.get(name, []):
+        if parameter not in arguments:
+            value = lookups.value(name, parameter, text, set())
+            if value is None:
+                return Played(task.task_id, None, ranked[0], f"cannot fill {name}'s {parameter}")
+            arguments[parameter] = value
+    if name != FINISH:
+        env.step(Action(name=name, kwargs=arguments))
+        arguments = {}
+    env.step(Action(name=FINISH, kwargs=arguments))
+    return Played(task.task_id, float(env.compute_reward().reward), ranked[0])
+
+
+def majority_ranker(cases: Sequence[Case]) -> Ranker:
+    """The most common outcome among the served cases that scored (the majority action)."""
+    scored = Counter(c.signature for c in cases if c.reward >= 1.0)
+    order = [s for s, _ in scored.most_common()] or [
+        s for s, _ in Counter(c.signature for c in cases).most_common()
+    ]
+    return lambda text: order
+
+
+def nearest_success_ranker(cases: Sequence[Case]) -> Ranker:
+    """RAG's idea: the outcome of the most similar served case (BM25) that scored 100."""
+    wins = [c for c in cases if c.reward >= 1.0]
+    docs = [tokenize(c.text) for c in wins]
+
+    def rank(text: str) -> list[str]:
+        found = bm25_top_k(text, docs, 5)
+        return list(dict.fromkeys(wins[i].signature for i in found))
+
+    return rank
+
+
+def records_of(served_records: Sequence[str]) -> list[ParsedRecord]:
+    return [parse_record(record) for record in served_records]
