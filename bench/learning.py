@@ -18,6 +18,8 @@ the mean over seeds. World models, all on the same records:
 - majority: the most common outcome that scored;
 - nearest success: RAG's idea, the outcome of the most similar served case
   that scored 100 (BM25);
+- decision tree: a plain tree on the parsed facts (numbers included, every block
+  alike), its splits chosen on the outcomes that scored (``_rules.grow``);
 - mwm: MWM's ``wm`` (``_worldmodel.fit``, as the campaign fits it);
 - oracle: the ground truth (the player's ceiling).
 
@@ -27,6 +29,7 @@ The fitting time per block is MWM's, on this machine.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -37,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from mw_actors.serve_learn import _rules  # noqa: E402
 from mw_actors.serve_learn._probe import (  # noqa: E402
     Lookups,
     Ranker,
@@ -45,6 +49,7 @@ from mw_actors.serve_learn._probe import (  # noqa: E402
     play_test,
 )
 from mw_actors.serve_learn._worldmodel import (  # noqa: E402
+    SCORED,
     Served,
     case_of,
     fit,
@@ -52,7 +57,7 @@ from mw_actors.serve_learn._worldmodel import (  # noqa: E402
 )
 
 BLOCK = 12
-MODELS = ("majority", "nearest success", "mwm", "oracle")
+MODELS = ("majority", "nearest success", "decision tree", "mwm", "oracle")
 
 
 def _signature_of(action: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -87,8 +92,6 @@ def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
 
         case_id = (task.z or {}).get("case_id")
         if case_id and "get_case_details" in tools:
-            import json
-
             found = json.loads(step("get_case_details", {"case_id": case_id}))
             for kind in ("account", "merchant", "payee"):
                 value = found.get(f"{kind}_id") if isinstance(found, dict) else None
@@ -124,11 +127,29 @@ def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
     return served
 
 
+def tree_ranker(cases: list[Any], now: int) -> Ranker:
+    """A plain decision tree over the facts of the served cases (no words, no recency)."""
+    outcomes = sorted({c.signature for c in cases})
+    rows = [_rules.Row(_rules.facts_of(c.text), c.signature, c.reward >= SCORED, c.block)
+            for c in cases]  # fmt: skip
+    tree = _rules.grow(rows, now, outcomes, decay=1.0)
+
+    def rank(text: str) -> list[str]:
+        estimate = tree.leaf(_rules.facts_of(text))[-1].estimate
+        return sorted(outcomes, key=lambda o: (-estimate.get(o, 0.0), o))
+
+    return rank
+
+
 def _oracle(task: Any) -> Ranker:
     action = task.actions[0] if task.actions else None
     if action is None:
         return lambda text: []
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(action.kwargs.items()) if k != "case_id")
+    shown = ", ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+        for k, v in sorted(action.kwargs.items())
+        if k != "case_id"
+    )
     return lambda text: [f"{action.name}({shown})"]
 
 
@@ -172,6 +193,7 @@ def probe_scenario(name: str, right: float, seed: int) -> dict[str, Any]:
         rankers: dict[str, Ranker] = {
             "majority": majority_ranker(cases),
             "nearest success": nearest_success_ranker(cases),
+            "decision tree": tree_ranker(cases, version - 1),
             "mwm": mwm,
         }
         window_rewards: dict[str, list[float]] = {m: [] for m in MODELS}

@@ -17,7 +17,7 @@ The player knows no domain. It learns from the served episodes' records only
   ``deny_case(reason=verification_required)``; the arguments a signature
   leaves out (they name the case) are filled the same way, by shape; then
   ``finish`` (with the signature's own arguments when the outcome *is* a
-  ``finish``, as a refusal is in retail).
+  ``finish``, as a refusal is in some domains).
 
 A test the player cannot play (nothing ranked, an argument it cannot fill) is
 skipped with its reason; it is never scored as a guess.

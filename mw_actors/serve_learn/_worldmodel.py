@@ -46,6 +46,11 @@ from typing import Any
 
 import msgspec
 
+try:
+    from . import _rules as rules
+except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py
+    import rules  # type: ignore[no-redef,import-not-found]
+
 __all__ = [
     "Case",
     "ParsedRecord",
@@ -65,7 +70,8 @@ _TIMESTAMP = "Current timestamp: "
 _OWN_TOOLS = ("finish", "wm")  # the episode's end, and the world model itself
 CASE_CHARS = 4_000  # of a case's text kept for retrieval
 TOP_K = 3  # similar past cases in a wm answer
-MAX_VOCABULARY = 2_048
+MAX_VOCABULARY = 128  # words that are facts, the most frequent (a query may be in words)
+SCORED = 0.5  # a reward at least this scored (binary domains give 0 or 1)
 VALUE_CHARS = 40  # an argument longer than this is free text, left out of a signature
 CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into every prompt)
 
@@ -172,7 +178,15 @@ def _untimed(instruction: str) -> str:
 
 
 def _names_the_case(value: Any, seen: str) -> bool:
-    """An id, or an amount the case gave: it has a digit and the case text holds it."""
+    """An id, or an amount the case gave: it has a digit and the case text holds it.
+
+    A small number (a leg, a line, an ordinal of up to two digits) says what the
+    decision is, not which case: it is kept.
+    """
+    if isinstance(value, bool) or (isinstance(value, int) and abs(value) < 100):
+        return False
+    if isinstance(value, str) and value.isdigit() and len(value) <= 2:
+        return False
     shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return any(c.isdigit() for c in shown) and shown in seen
 
@@ -187,24 +201,35 @@ def _signature(name: str, arguments: dict[str, Any], seen: str) -> str:
                 continue
         elif _names_the_case(value, seen):
             continue  # it names the case, not the action
+        if isinstance(value, str) and len(value) > VALUE_CHARS:
+            continue  # free text (a message, an essay): what it says is not which action
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        if len(shown) > VALUE_CHARS:
-            continue  # free text (a message, a pitch): what it says is not which action
         kept.append(f"{key}={shown}")
     return f"{name}({', '.join(kept)})"
 
 
 def case_of(served: Served) -> Case | None:
-    """The case, outcome and score of a served episode; None if it did nothing."""
+    """The case, outcome and score of a served episode; None if it did nothing.
+
+    The outcome is the last action before ``finish``; or ``finish`` itself when it
+    carries the decision (a refusal, in a domain that refuses through it).
+    """
     parsed = parse_record(served.record)
-    acted = [a for a in parsed.actions if a[0] not in _OWN_TOOLS]
-    if not acted:
+    acted = [a for a in parsed.actions if a[0] != "wm"]
+    finished = [a for a in acted if a[0] == "finish"]
+    acted = [a for a in acted if a[0] not in _OWN_TOOLS]
+    if finished and finished[-1][1]:
+        observed = [obs for _, _, obs in acted]
+        outcome = finished[-1]
+    elif acted:
+        observed = [obs for _, _, obs in acted[:-1]]
+        outcome = acted[-1]
+    else:
         return None
-    last = len(acted) - 1
-    observed = [obs for _, _, obs in acted[:last]]
     text = "\n".join([_untimed(parsed.instruction), *observed])
-    name, arguments, _ = acted[last]
-    done = "; ".join(_signature(n, a, text) for n, a, _ in acted)
+    name, arguments, _ = outcome
+    decided = finished[-1:] if outcome[0] == "finish" else []
+    done = "; ".join(_signature(n, a, text) for n, a, _ in [*acted, *decided])
     return Case(
         block=served.block,
         timestamp=served.timestamp,
@@ -216,50 +241,79 @@ def case_of(served: Served) -> Case | None:
 
 
 class WorldModel:
-    """Per outcome signature, a logistic estimate of scoring over the case's words."""
+    """Rules over a case's facts: for each outcome, its chance to score (:mod:`._rules`)."""
 
     def __init__(
         self,
         vocabulary: list[str],
         signatures: list[str],
-        weights: list[list[float]],
-        bias: list[float],
+        trees: dict[str, rules.Node],
         evidence: list[float],
         cases: list[Case],
         *,
         now: int = -1,
     ) -> None:
-        self.vocabulary = vocabulary
+        self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
-        self.weights = weights
-        self.bias = bias
+        self.trees = trees  # per signature: when it scores
         self.evidence = evidence  # decayed weight of the episodes behind each signature
         self.cases = cases
         self.now = now
-        self._index = {token: i for i, token in enumerate(vocabulary)}
         self._docs = [tokenize(c.text) for c in cases]
+        self._categories = sorted(
+            {
+                (n.fact, n.value)
+                for tree in trees.values()
+                for path in rules.leaves(tree)
+                for n in path
+                if n.op == "="
+            },
+            key=str,
+        )
+
+    def facts(self, query: str) -> dict[str, rules.Value]:
+        """The query's facts, as a served case's were read.
+
+        A category the rules test that the query only names in words (``an upgrade
+        case`` for ``obs.kind = upgrade``) is read from its words.
+        """
+        facts = rules.facts_of(_untimed(query), self.vocabulary)
+        words = rules.words_of(query)
+        for fact, value in self._categories:
+            if fact and fact not in facts and isinstance(value, str) and value.lower() in words:
+                facts[fact] = value
+        return facts
 
     def estimate(self, query: str) -> dict[str, float]:
-        """The estimated chance that each signature scores, for a case in these words."""
-        present = {self._index[t] for t in tokenize(query) if t in self._index}
-        logits = [
-            self.bias[s] + sum(self.weights[s][i] for i in present)
-            for s in range(len(self.signatures))
-        ]
-        return {sig: 1 / (1 + math.exp(-x)) for sig, x in zip(self.signatures, logits, strict=True)}
+        """The estimated chance that each signature scores, for a case described by ``query``."""
+        facts = self.facts(query)
+        return {s: self._path(s, facts)[-1].estimate.get(s, 0.0) for s in self.signatures}
+
+    def _path(self, signature: str, facts: dict[str, rules.Value]) -> list[rules.Node]:
+        tree = self.trees.get(signature)
+        return tree.leaf(facts) if tree is not None else [rules.Node()]
+
+    def ranked(self, query: str) -> list[str]:
+        """The signatures, best first, for ``query``."""
+        estimate = self.estimate(query)
+        return sorted(self.signatures, key=lambda s: (-estimate[s], s))
 
     def similar(self, query: str, k: int = TOP_K) -> list[Case]:
         return [self.cases[i] for i in bm25_top_k(_untimed(query), self._docs, k)]
 
     def answer(self, query: str) -> str:
-        """The ``wm`` tool: signatures ranked for the query, and the most similar past cases."""
+        """The ``wm`` tool: the actions ranked for the case, the rule that fires, similar cases."""
         if not self.signatures:
             return "no knowledge yet: nothing has been served and scored"
+        facts = self.facts(query)
         estimate = self.estimate(query)
         ranked = sorted(self.signatures, key=lambda s: (-estimate[s], s))
-        lines = [f"best: {ranked[0]} (estimated chance to score {estimate[ranked[0]]:.2f})"]
+        best = ranked[0]
+        path = self._path(best, facts)
+        lines = [f"best: {best} (estimated chance to score {estimate[best]:.2f})"]
         if len(ranked) > 1:
             lines.append("others: " + "; ".join(f"{s} {estimate[s]:.2f}" for s in ranked[1:5]))
+        lines.append("rule: " + _rule_line(path, best))
         found = self.similar(query)
         if found:
             lines.append("similar past cases:")
@@ -269,44 +323,37 @@ class WorldModel:
         return "\n".join(lines)
 
     def card(self, version: int) -> str:
-        """What the model believes, as the host's system prompt shows it."""
+        """What the model believes, in rules with their evidence (the host's system prompt)."""
         lines = [f"# World model v{version}", ""]
         if not self.signatures:
             return "\n".join([*lines, "Nothing has been served and scored yet.", ""])
-        served = len(self.cases)
         lines += [
-            f"Learned from {served} served episodes (blocks 0-{self.now}); the latest block "
-            "weighs most. Each action is the last one an episode took before finish.",
+            f"Learned from {len(self.cases)} served episodes (blocks 0-{self.now}); the latest "
+            "blocks weigh most. An action is the last one an episode took before finish.",
             "",
-            "| action | evidence | scored (latest block) | scored (all) |",
-            "|---|---:|---:|---:|",
+            "## Rules",
+            "",
         ]
+        said = []
+        for signature, tree in self.trees.items():
+            for path in rules.leaves(tree):
+                leaf = path[-1]
+                won = leaf.count.get(signature, 0)
+                if won >= 2 and leaf.estimate.get(signature, 0.0) >= 0.5:
+                    line = f"- `{signature}` when {_rule_line(path, signature)}"
+                    said.append((-won, line))
+        lines += [line for _, line in sorted(said)[:CARD_ROWS]] or ["- (no rule has evidence yet)"]
+        changed = _changes(self.trees)
+        if changed:
+            lines += ["", "## What changed", "", *changed[:5]]
+        lines += ["", "## Actions", "", "| action | scored / taken |", "|---|---:|"]
         shown = sorted(range(len(self.signatures)), key=lambda s: -self.evidence[s])[:CARD_ROWS]
         for s in shown:
-            signature = self.signatures[s]
-            mine = [c for c in self.cases if c.signature == signature]
-            latest = [c.reward for c in mine if c.block == self.now]
-            overall = sum(c.reward for c in mine) / len(mine)
-            recent = f"{100 * sum(latest) / len(latest):.0f}% of {len(latest)}" if latest else "-"
-            lines.append(
-                f"| `{signature}` | {self.evidence[s]:.1f} | {recent} | "
-                f"{100 * overall:.0f}% of {len(mine)} |"
-            )
+            mine = [c for c in self.cases if c.signature == self.signatures[s]]
+            won = sum(c.reward >= SCORED for c in mine)
+            lines.append(f"| `{self.signatures[s]}` | {won} / {len(mine)} |")
         if len(shown) < len(self.signatures):
             lines.append(f"({len(self.signatures) - len(shown)} rarer actions not shown)")
-        lines += ["", "## When each action scores", ""]
-        for s in shown:
-            signature = self.signatures[s]
-            order = sorted(range(len(self.vocabulary)), key=lambda i: -self.weights[s][i])
-            more = [self.vocabulary[i] for i in order[:4] if self.weights[s][i] > 0.5]
-            less = [self.vocabulary[i] for i in reversed(order[-3:]) if self.weights[s][i] < -0.5]
-            if more or less:
-                said = []
-                if more:
-                    said.append("more likely when the case mentions " + ", ".join(more))
-                if less:
-                    said.append("less likely when it mentions " + ", ".join(less))
-                lines.append(f"- `{signature}`: " + "; ".join(said))
         return "\n".join(lines) + "\n"
 
     def save(self, directory: Path, version: int) -> None:
@@ -314,15 +361,17 @@ class WorldModel:
         from safetensors.torch import save_file
 
         directory.mkdir(parents=True, exist_ok=True)
-        rows, columns = len(self.signatures), len(self.vocabulary)
-        tensors = {
-            "weights": torch.tensor(self.weights, dtype=torch.float32).reshape(rows, columns),
-            "bias": torch.tensor(self.bias, dtype=torch.float32).reshape(rows),
-            "evidence": torch.tensor(self.evidence, dtype=torch.float32).reshape(rows),
+        tensors = {"evidence": torch.tensor(self.evidence, dtype=torch.float32).reshape(-1)}
+        index = {
+            "vocabulary": self.vocabulary,
+            "signatures": self.signatures,
+            "now": self.now,
+            "rules": {signature: tree.encode() for signature, tree in self.trees.items()},
         }
-        index = {"vocabulary": self.vocabulary, "signatures": self.signatures, "now": self.now}
         save_file(
-            tensors, str(directory / "adapter.safetensors"), metadata={"index": json.dumps(index)}
+            tensors,
+            str(directory / "adapter.safetensors"),
+            metadata={"index": json.dumps(index, sort_keys=True)},
         )
         (directory / "cases.jsonl").write_bytes(
             b"".join(msgspec.json.encode(c) + b"\n" for c in self.cases)
@@ -335,8 +384,6 @@ class WorldModel:
 
         with safe_open(str(directory / "adapter.safetensors"), "pt") as handle:
             index = json.loads((handle.metadata() or {}).get("index", "{}"))
-            weights = handle.get_tensor("weights").tolist()
-            bias = handle.get_tensor("bias").tolist()
             evidence = handle.get_tensor("evidence").tolist()
         cases_file = directory / "cases.jsonl"
         decoder = msgspec.json.Decoder(Case)
@@ -344,12 +391,36 @@ class WorldModel:
         return cls(
             index.get("vocabulary", []),
             index.get("signatures", []),
-            weights,
-            bias,
+            {s: rules.Node.decode(tree) for s, tree in index.get("rules", {}).items()},
             evidence,
             cases,
             now=int(index.get("now", -1)),
         )
+
+
+def _rule_line(path: list[rules.Node], outcome: str) -> str:
+    """A rule for ``outcome`` with its evidence: when ...: scored N of M since block B."""
+    leaf = path[-1]
+    won, missed = leaf.count.get(outcome, 0), leaf.count.get("-", 0)
+    since = leaf.since.get(outcome)
+    evidence = f"scored {won} of {won + missed}" + (
+        f" since block {since}" if since is not None and won else ""
+    )
+    return f"{rules.describe(path)}: {evidence}"
+
+
+def _changes(trees: dict[str, rules.Node]) -> list[str]:
+    """Rules that hold only since a later block: where the policy changed."""
+    out = []
+    for signature, tree in trees.items():
+        for path in rules.leaves(tree):
+            leaf = path[-1]
+            since = leaf.since.get(signature, 0)
+            if since > 0 and leaf.count.get(signature, 0) >= 2 and leaf.estimate[signature] >= 0.5:
+                out.append(
+                    (since, f"- from block {since}: `{signature}` when {rules.describe(path)}")
+                )
+    return [line for _, line in sorted(out, reverse=True)]
 
 
 def _vocabulary(docs: list[set[str]]) -> list[str]:
@@ -358,52 +429,25 @@ def _vocabulary(docs: list[set[str]]) -> list[str]:
         for token in doc:
             frequency[token] = frequency.get(token, 0) + 1
     ceiling = len(docs) / 2 if len(docs) >= 4 else len(docs)
-    kept = [t for t, f in frequency.items() if 2 <= f <= ceiling and not t.isdigit()]
+    kept = [t for t, f in frequency.items() if 2 <= f <= ceiling]
     kept.sort(key=lambda t: (-frequency[t], t))
     return sorted(kept[:MAX_VOCABULARY])
 
 
-def fit(served: list[Served], *, now: int, decay: float = 0.5, l2: float = 0.05) -> WorldModel:
+def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
     """Fit the model on every served episode up to block ``now`` (inclusive)."""
-    import torch
-
-    torch.manual_seed(0)
     cases = [c for c in (case_of(s) for s in served) if c is not None]
     if not cases:
-        return WorldModel([], [], [], [], [], [], now=now)
-    docs = [set(tokenize(c.text)) for c in cases]
-    vocabulary = _vocabulary(docs)
+        return WorldModel([], [], {}, [], [], now=now)
+    vocabulary = _vocabulary([rules.words_of(_untimed(c.text)) for c in cases])
     signatures = sorted({c.signature for c in cases})
-    column = {t: i for i, t in enumerate(vocabulary)}
-    features = torch.zeros(len(cases), len(vocabulary))
-    for row, doc in enumerate(docs):
-        for token in doc:
-            if token in column:
-                features[row, column[token]] = 1.0
-    chosen = torch.tensor([signatures.index(c.signature) for c in cases])
-    rewards = torch.tensor([c.reward for c in cases])
-    weighting = torch.tensor([decay ** (now - c.block) for c in cases])
-    weights = torch.zeros(len(signatures), len(vocabulary), requires_grad=True)
-    bias = torch.zeros(len(signatures), requires_grad=True)
-    optimizer = torch.optim.LBFGS([weights, bias], max_iter=100, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        logits = bias[chosen] + (features * weights[chosen]).sum(dim=1)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, rewards, weight=weighting, reduction="sum"
-        ) + l2 * (weights.pow(2).sum() + bias.pow(2).sum())
-        loss.backward()  # type: ignore[no-untyped-call]
-        return loss
-
-    optimizer.step(closure)  # type: ignore[no-untyped-call]
-    evidence = torch.zeros(len(signatures)).index_add_(0, chosen, weighting)
-    return WorldModel(
-        vocabulary,
-        signatures,
-        weights.detach().tolist(),
-        bias.detach().tolist(),
-        evidence.tolist(),
-        cases,
-        now=now,
-    )
+    rows = [
+        rules.Row(rules.facts_of(c.text, vocabulary), c.signature, c.reward >= SCORED, c.block)
+        for c in cases
+    ]
+    since = rules.regime_start(rows, now, signatures)
+    trees = rules.grow_each([r for r in rows if r.block >= since], now, signatures)
+    evidence = [
+        sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
+    ]
+    return WorldModel(vocabulary, signatures, trees, evidence, cases, now=now)

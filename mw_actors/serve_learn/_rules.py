@@ -1,0 +1,464 @@
+"""Facts and rules: what MWM reads of a case, and what it learns from served outcomes.
+
+**Facts.** A case is text: the instruction, then what the look-ups returned.
+Every JSON object in it becomes typed facts: numbers stay numbers, strings are
+categories, booleans and nulls are categories too, nested keys keep their
+path, a list gives its length, and an id (``ACC-172127``) gives its shape
+(``ACC-#``: which kind of thing, never which one). An object is named by its
+first id field (``{"case_id": ..., "amount": 12}`` gives ``case.amount``).
+The figures of the text outside JSON (amounts, counts) are ``figure.1``,
+``figure.2``, ... in order, and ``figure.max``; its words are ``word:<w>``
+facts (present or not), for a query written in words.
+
+**Rules.** :func:`grow` fits one tree over the facts of served cases. Its
+splits separate the outcomes that scored (``case.amount > 650``,
+``account.verification = basic``): thresholds and conjunctions, chosen by
+Gini gain on the successful outcomes. Each leaf keeps, per outcome, the
+recency-weighted evidence that reached it: successes; failures; and *implied*
+failures, since a served case that scored with one outcome shows that the
+others would not have. A leaf's estimate for an outcome is its evidence
+smoothed towards its parent's estimate, so a leaf that lacks evidence falls
+back on the wider rule. Recent evidence weighs most, so a policy that changes
+is followed; the tree's splits use every block, so a rule that still holds
+keeps its shape.
+
+Nothing here names a domain, a tool or a field. The module stands alone
+(the standard library only): the Codex learner copies it into its sandbox.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Node", "Row", "facts_of", "grow", "grow_each", "id_shape", "words_of"]
+
+Value = float | str
+_ID = re.compile(r"#?\b[A-Za-z]{1,6}-?\d{2,}\b|#[A-Za-z]?\d{4,}\b")
+_FIGURE = re.compile(r"(?<![\w#.-])\$?(\d+(?:,\d{3})*(?:\.\d+)?)(?![\w-])")
+_WORD = re.compile(r"[a-z]+")
+TEXT_CHARS = 40  # a string longer than this is free text, not a category
+SPLIT_DECAY = 0.8  # per block, for choosing splits
+LEAF_DECAY = 0.85  # per block before a rule's latest evidence, for its estimate
+SMOOTHING = 1.0  # weight of the parent's estimate in a leaf's
+MIN_LEAF = 2  # successes on each side of a split
+MAX_DEPTH = 8
+MAX_CATEGORIES = 16  # a category with more values is a name (a person, a firm, a month)
+MIN_NAME = 4  # cases on the named side of a split on a name
+CHI2_MIN = 6.63  # a split must be this sure (chi-squared, p < 0.01 at one degree of freedom)
+
+
+def id_shape(value: Any) -> str | None:
+    """An id's shape (``TRF-211564`` -> ``TRF-#``); None for anything that is no id."""
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        return None
+    return re.sub(r"\d+", "#", value)
+
+
+def _name(obj: dict[str, Any]) -> str:
+    for key, value in obj.items():
+        if key.endswith("_id") and id_shape(value) is not None:
+            return key[: -len("_id")]
+    return "obs"
+
+
+def _flatten(obj: Any, path: str, facts: dict[str, Value]) -> None:
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _flatten(value, f"{path}.{key}", facts)
+    elif isinstance(obj, list):
+        facts.setdefault(f"{path}.count", float(len(obj)))
+    elif isinstance(obj, bool) or obj is None:
+        facts.setdefault(path, json.dumps(obj))
+    elif isinstance(obj, (int, float)):
+        if math.isfinite(obj):
+            facts.setdefault(path, float(obj))
+    elif isinstance(obj, str):
+        shape = id_shape(obj)
+        if shape is not None:
+            facts.setdefault(f"{path}.shape", shape)
+        elif len(obj) <= TEXT_CHARS:
+            facts.setdefault(path, obj)
+
+
+def _objects(text: str) -> tuple[list[dict[str, Any]], str]:
+    """The JSON objects in ``text``, and the text without them."""
+    decoder = json.JSONDecoder()
+    found, rest, start = [], [], 0
+    position = text.find("{")
+    while position >= 0:
+        try:
+            obj, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+            rest.append(text[start:position])
+            start = end
+        position = text.find("{", end)
+    rest.append(text[start:])
+    return found, " ".join(rest)
+
+
+def words_of(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def facts_of(text: str, vocabulary: Iterable[str] = ()) -> dict[str, Value]:
+    """The typed facts of a case's text; ``vocabulary``: the words that are facts."""
+    objects, rest = _objects(text)
+    facts: dict[str, Value] = {}
+    for obj in objects:
+        _flatten(obj, _name(obj), facts)
+    figures = [float(f.replace(",", "")) for f in _FIGURE.findall(_ID.sub(" ", rest))]
+    for number, figure in enumerate(figures[:8], 1):
+        facts[f"figure.{number}"] = figure
+    if figures:
+        facts["figure.max"] = max(figures)
+        facts["figure.count"] = float(len(figures))
+    words = words_of(text)
+    for word in vocabulary:
+        if word in words:
+            facts[f"word:{word}"] = "yes"
+    return facts
+
+
+@dataclass(frozen=True)
+class Row:
+    """One served case: its facts, the outcome it took, whether that scored, its block."""
+
+    facts: dict[str, Value]
+    outcome: str
+    scored: bool
+    block: int
+
+
+@dataclass
+class Node:
+    """A rule: a test on one fact (or a leaf), and the evidence that reached it."""
+
+    fact: str | None = None
+    op: str = ""  # "=" (a category) or "<=" (a threshold)
+    value: Value = ""
+    absent: bool = False  # some cases lacked the fact (they take the ``no`` branch)
+    yes: Node | None = None
+    no: Node | None = None
+    estimate: dict[str, float] = field(default_factory=dict)  # outcome -> chance to score
+    won: dict[str, float] = field(default_factory=dict)  # outcome -> weighted successes
+    lost: dict[str, float] = field(default_factory=dict)  # outcome -> weighted failures
+    since: dict[str, int] = field(default_factory=dict)  # outcome -> first block it won here
+    count: dict[str, int] = field(default_factory=dict)  # outcome -> successes here (unweighted)
+
+    def holds(self, facts: dict[str, Value]) -> bool:
+        have = facts.get(self.fact or "")
+        if self.op == "=":
+            return have == self.value
+        return isinstance(have, float) and isinstance(self.value, float) and have <= self.value
+
+    def leaf(self, facts: dict[str, Value]) -> list[Node]:
+        """The path of rules ``facts`` take, from this one to a leaf."""
+        path, node = [self], self
+        while node.fact is not None and node.yes is not None and node.no is not None:
+            node = node.yes if node.holds(facts) else node.no
+            path.append(node)
+        return path
+
+    def encode(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"estimate": self.estimate, "won": self.won, "lost": self.lost,
+                               "since": self.since, "count": self.count}  # fmt: skip
+        if self.fact is not None and self.yes is not None and self.no is not None:
+            out.update(fact=self.fact, op=self.op, value=self.value, absent=self.absent,
+                       yes=self.yes.encode(), no=self.no.encode())  # fmt: skip
+        return out
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> Node:
+        node = cls(
+            estimate=data.get("estimate", {}), won=data.get("won", {}), lost=data.get("lost", {}),
+            since=data.get("since", {}), count=data.get("count", {}),
+        )  # fmt: skip
+        if "fact" in data:
+            node.fact, node.op = data["fact"], data["op"]
+            node.value = float(data["value"]) if data["op"] == "<=" else data["value"]
+            node.absent = bool(data.get("absent", False))
+            node.yes, node.no = cls.decode(data["yes"]), cls.decode(data["no"])
+        return node
+
+
+def _gini(weights: dict[str, float]) -> float:
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return total * (1 - sum((w / total) ** 2 for w in weights.values()))
+
+
+def _minus(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {k: v - b.get(k, 0.0) for k, v in a.items()}
+
+
+def _split(
+    rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY
+) -> tuple[str, str, Value] | None:
+    """The test on one fact that best separates the outcomes that scored.
+
+    Thresholds are swept in one pass per fact (sorted values, running label weights).
+    """
+    wins = [(r, decay ** (now - r.block)) for r in rows if r.scored]
+    total: dict[str, float] = {}
+    for row, weight in wins:
+        total[row.outcome] = total.get(row.outcome, 0.0) + weight
+    base = _gini(total)
+    if base <= 1e-9 or len(wins) < 2 * MIN_LEAF:
+        return None
+    keys = sorted({key for row, _ in wins for key in row.facts})
+    _values: dict[str, set[Value]] = {}
+    for row in rows:
+        for key, value in row.facts.items():
+            if isinstance(value, str):
+                _values.setdefault(key, set()).add(value)
+    best: tuple[float, str, str, Value] | None = None
+
+    def consider(gain: float, key: str, op: str, value: Value) -> None:
+        nonlocal best
+        gain -= 1e-6 if key.startswith("word:") else 0.0  # a word is a weaker reading
+        if gain > 1e-6 and (best is None or gain > best[0] + 1e-12):
+            best = (gain, key, op, value)
+
+    for key in keys:
+        numbers = sorted(
+            ((v, row.outcome, w) for row, w in wins if isinstance(v := row.facts.get(key), float)),
+            key=lambda item: item[0],
+        )
+        left: dict[str, float] = {}
+        for index, (value, outcome, weight) in enumerate(numbers[:-1]):
+            left[outcome] = left.get(outcome, 0.0) + weight
+            following = numbers[index + 1][0]
+            if following == value or index + 1 < MIN_LEAF or len(wins) - index - 1 < MIN_LEAF:
+                continue
+            gain = base - _gini(left) - _gini(_minus(total, left))
+            consider(gain, key, "<=", (value + following) / 2)
+        groups: dict[str, dict[str, float]] = {}
+        sizes: dict[str, int] = {}
+        for row, weight in wins:
+            category = row.facts.get(key)
+            if isinstance(category, str):
+                group = groups.setdefault(category, {})
+                group[row.outcome] = group.get(row.outcome, 0.0) + weight
+                sizes[category] = sizes.get(category, 0) + 1
+        # A category of many values is a name (a person, a firm, a month): a rule on one
+        # of them needs more evidence than a rule on a kind.
+        least = MIN_NAME if len(_values.get(key, ())) > MAX_CATEGORIES else MIN_LEAF
+        for category in sorted(groups):
+            if sizes[category] < least or len(wins) - sizes[category] < MIN_LEAF:
+                continue
+            gain = base - _gini(groups[category]) - _gini(_minus(total, groups[category]))
+            consider(gain, key, "=", category)
+    return None if best is None else best[1:]
+
+
+def _evidence(node: Node, rows: Sequence[Row], now: int, decay: float) -> None:
+    """The rows' evidence, weighed by recency within this rule: its latest block weighs 1.
+
+    A rule whose cases have not come for a while keeps its evidence whole; within a
+    rule, newer evidence outweighs older (a policy that changed).
+    """
+    latest = max((row.block for row in rows), default=now)
+    for row in rows:
+        weight = decay ** (latest - row.block)
+        into = node.won if row.scored else node.lost
+        into[row.outcome] = into.get(row.outcome, 0.0) + weight
+        if row.scored:
+            node.count[row.outcome] = node.count.get(row.outcome, 0) + 1
+            node.since[row.outcome] = min(node.since.get(row.outcome, row.block), row.block)
+
+
+def _estimate(node: Node, outcomes: Sequence[str], prior: dict[str, float]) -> None:
+    """Each outcome's chance here: its evidence (with implied failures), smoothed to ``prior``."""
+    won_total = sum(node.won.values())
+    for outcome in outcomes:
+        won = node.won.get(outcome, 0.0)
+        against = node.lost.get(outcome, 0.0) + (won_total - won)  # others' wins imply a loss
+        node.estimate[outcome] = (won + SMOOTHING * prior[outcome]) / (won + against + SMOOTHING)
+
+
+def grow(rows: Sequence[Row], now: int, outcomes: Sequence[str], *, decay: float = 1.0) -> Node:
+    """One tree over all outcomes, its splits chosen on the ones that scored.
+
+    With ``decay`` 1 (every block alike), it is a plain decision tree on the facts:
+    the baseline the probe measures MWM's rules against.
+    """
+    root = Node()
+    base = {o: 0.5 / max(len(outcomes), 1) for o in outcomes}
+    _grow(root, rows, now, outcomes, base, 0, decay)
+    return root
+
+
+def _grow(
+    node: Node,
+    rows: Sequence[Row],
+    now: int,
+    outcomes: Sequence[str],
+    prior: dict[str, float],
+    depth: int,
+    decay: float,
+) -> None:
+    _evidence(node, rows, now, decay)
+    _estimate(node, outcomes, prior)
+    if depth >= MAX_DEPTH:
+        return
+    found = _split(rows, now, decay)
+    if found is None:
+        return
+    node.fact, node.op, node.value = found
+    yes = [r for r in rows if node.holds(r.facts)]
+    no = [r for r in rows if not node.holds(r.facts)]
+    node.absent = any(node.fact not in r.facts for r in rows)
+    node.yes, node.no = Node(), Node()
+    _grow(node.yes, yes, now, outcomes, node.estimate, depth + 1, decay)
+    _grow(node.no, no, now, outcomes, node.estimate, depth + 1, decay)
+
+
+def grow_each(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> dict[str, Node]:
+    """One rule tree per outcome, which says when it scores.
+
+    An outcome's rows are the cases it was taken on (scored or not) and the cases
+    another outcome scored on (an implied failure: that case wanted something else).
+    """
+    trees = {}
+    for outcome in outcomes:
+        labelled = [
+            Row(r.facts, "yes" if r.outcome == outcome and r.scored else "no", True, r.block)
+            for r in rows
+            if r.outcome == outcome or r.scored
+        ]
+        yes = sum(r.outcome == "yes" for r in labelled)
+        prior = (yes + 0.5) / (len(labelled) + 1)
+        root = Node()
+        _grow_one(root, labelled, now, outcome, prior, 0)
+        trees[outcome] = root
+    return trees
+
+
+HORIZONS = (2, 4, 8)  # blocks of recent evidence a policy that changed is fitted on
+MARGIN = 2  # cases a shorter horizon must predict better by
+
+
+def rank(trees: dict[str, Node], facts: dict[str, Value]) -> str | None:
+    """The outcome the trees rank first for ``facts``."""
+    if not trees:
+        return None
+    estimate = {o: tree.leaf(facts)[-1].estimate.get(o, 0.0) for o, tree in trees.items()}
+    return min(estimate, key=lambda o: (-estimate[o], o))
+
+
+def regime_start(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> int:
+    """The first block of the evidence the rules are fitted on: where the policy changed.
+
+    Rules fitted from each candidate start (every block, or only the last 8, 4 or
+    2) to ``now`` are asked about the last two blocks' cases: whether the outcome
+    taken scored. Where evidence from before a start contradicts the recent blocks
+    (the policy changed), the rules that include it explain them worse; a shorter
+    horizon that explains them clearly better (by ``MARGIN`` cases) sets the older
+    evidence aside. Otherwise every block counts.
+    """
+    recent = [r for r in rows if r.block >= now - 1]
+    if now < 3 or not recent:
+        return 0
+    best, start = -1, 0
+    for since in sorted({0, *(max(0, now - h + 1) for h in HORIZONS)}):
+        trees = grow_each([r for r in rows if r.block >= since], now, outcomes)
+        right = sum((rank(trees, r.facts) == r.outcome) == r.scored for r in recent)
+        if right > best + (MARGIN if best >= 0 else 0):
+            best, start = right, since
+    return start
+
+
+def _grow_one(
+    node: Node, rows: Sequence[Row], now: int, outcome: str, prior: float, depth: int
+) -> None:
+    latest = max((row.block for row in rows), default=now)
+    won = lost = 0.0
+    for row in rows:
+        weight = LEAF_DECAY ** (latest - row.block)
+        if row.outcome == "yes":
+            won += weight
+            node.count[outcome] = node.count.get(outcome, 0) + 1
+            node.since[outcome] = min(node.since.get(outcome, row.block), row.block)
+        else:
+            lost += weight
+            node.count["-"] = node.count.get("-", 0) + 1
+    node.won, node.lost = {outcome: won}, {outcome: lost}
+    node.estimate = {outcome: (won + SMOOTHING * prior) / (won + lost + SMOOTHING)}
+    if depth >= MAX_DEPTH:
+        return
+    found = _split(rows, now)
+    if found is None:
+        return
+    node.fact, node.op, node.value = found
+    yes = [r for r in rows if node.holds(r.facts)]
+    no = [r for r in rows if not node.holds(r.facts)]
+    node.absent = any(node.fact not in r.facts for r in rows)
+    if _chi2(yes, no, now) < CHI2_MIN:  # no surer than chance: the rule would learn noise
+        node.fact, node.op, node.value = None, "", ""
+        return
+    node.yes, node.no = Node(), Node()
+    _grow_one(node.yes, yes, now, outcome, node.estimate[outcome], depth + 1)
+    _grow_one(node.no, no, now, outcome, node.estimate[outcome], depth + 1)
+
+
+def _chi2(yes: Sequence[Row], no: Sequence[Row], now: int) -> float:
+    """Pearson's chi-squared of a split's 2x2 table (side x scored), weighed by recency.
+
+    The weights are scaled to the evidence's effective size (Kish's), so a table of
+    old, faded cases counts as few: the test is as sure as the recent evidence is.
+    """
+    weights = [[0.0, 0.0], [0.0, 0.0]]
+    squares = total = 0.0
+    for i, side in enumerate((yes, no)):
+        for row in side:
+            weight = SPLIT_DECAY ** (now - row.block)
+            weights[i][0 if row.outcome == "yes" else 1] += weight
+            total += weight
+            squares += weight * weight
+    if total <= 0:
+        return 0.0
+    scale = total / squares  # effective cases per unit of weight
+    table = [[w * scale for w in line] for line in weights]
+    size = total * scale
+    columns = [table[0][j] + table[1][j] for j in (0, 1)]
+    statistic = 0.0
+    for i in (0, 1):
+        for j in (0, 1):
+            expected = sum(table[i]) * columns[j] / size
+            if expected > 0:
+                statistic += (table[i][j] - expected) ** 2 / expected
+    return statistic
+
+
+def describe(path: Sequence[Node]) -> str:
+    """A path of rules in words: ``case.amount > 650 and account.verification = basic``."""
+    said = []
+    for parent, child in itertools.pairwise(path):
+        if parent.op == "=":
+            equal = child is parent.yes
+            said.append(f"{parent.fact} {'=' if equal else '!='} {parent.value}")
+        else:
+            low = child is parent.yes
+            shown = f"{parent.value:g}" if isinstance(parent.value, float) else parent.value
+            unknown = " (or unknown)" if parent.absent and not low else ""
+            said.append(f"{parent.fact} {'<=' if low else '>'} {shown}{unknown}")
+    return " and ".join(said) if said else "always"
+
+
+def leaves(node: Node, path: list[Node] | None = None) -> list[list[Node]]:
+    """Every leaf, as the path of rules to it."""
+    path = [*(path or []), node]
+    if node.fact is None or node.yes is None or node.no is None:
+        return [path]
+    return leaves(node.yes, path) + leaves(node.no, path)

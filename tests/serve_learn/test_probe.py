@@ -1,0 +1,104 @@
+"""The knowledge probe's player: it looks up as served episodes did, acts on the ranking, reads
+nothing a method may not read; and on the benchmark's own scenario, it scores the oracle 100."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mw_actors.serve_learn._probe import Lookups, parse_signature, play_test, shape
+from mw_actors.serve_learn._protocol import episode_record
+from mw_actors.serve_learn._slb import slb_available
+from mw_actors.serve_learn._worldmodel import parse_record
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_slb = pytest.mark.skipif(not slb_available(), reason="servelearnbench is not installed")
+
+
+def test_a_signature_reads_back_into_a_call() -> None:
+    assert parse_signature("deny_case(reason=verification_required)") == (
+        "deny_case", {"reason": "verification_required"})  # fmt: skip
+    assert parse_signature("execute_leg(leg=2)") == ("execute_leg", {"leg": 2})
+    assert parse_signature('decide_batch(decisions=[{"line": 1, "action": "approve"}])') == (
+        "decide_batch", {"decisions": [{"line": 1, "action": "approve"}]})  # fmt: skip
+    assert parse_signature("approve_case()") == ("approve_case", {})
+    assert (shape("TRF-211564"), shape("#W9051859"), shape("approve")) == ("TRF-#", "#W#", None)
+
+
+class SealedTask:
+    """A task whose every field but the id and the instruction refuses to be read."""
+
+    def __init__(self, task_id: str, instruction: str) -> None:
+        object.__setattr__(self, "_open", {"task_id": task_id, "instruction": instruction})
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._open:
+            return self._open[name]
+        raise AssertionError(f"the player read the task's {name}")
+
+
+class RecordingEnv:
+    """Answers look-ups from a table; records what the player did; rewards the right act."""
+
+    def __init__(self, facts: dict[str, dict[str, Any]], right: tuple[str, dict[str, Any]]) -> None:
+        self.facts, self.right, self.calls = facts, right, []  # type: ignore[var-annotated]
+
+    def reset(self, task: Any) -> None:
+        self.calls = []
+
+    def step(self, action: Any) -> Any:
+        self.calls.append((action.name, dict(action.kwargs)))
+        found = next(iter(action.kwargs.values()), None)
+        return type("Step", (), {"observation": json.dumps(self.facts.get(str(found), {}))})()
+
+    def compute_reward(self) -> Any:
+        return type("Reward", (), {"reward": float(self.right in self.calls)})()
+
+
+@needs_slb
+def test_the_player_looks_up_like_served_episodes_then_acts_on_the_top_rank() -> None:
+    served_trace = [
+        {"kind": "tool", "name": "get_case", "args": {"case_id": "TRF-100001"},
+         "obs": json.dumps({"case_id": "TRF-100001", "account_id": "ACC-200001"})},
+        {"kind": "tool", "name": "get_account", "args": {"account_id": "ACC-200001"},
+         "obs": json.dumps({"account_id": "ACC-200001", "tier": "basic"})},
+        {"kind": "tool", "name": "deny_case", "args": {"case_id": "TRF-100001", "reason": "r1"},
+         "obs": "ok"},
+        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
+    ]  # fmt: skip
+    record = episode_record("Decide TRF-100001.", served_trace, 1.0)
+    lookups = Lookups.learn([parse_record(record)])
+    assert lookups.steps == [("get_case", ["case_id"]), ("get_account", ["account_id"])]
+    env = RecordingEnv(
+        {"TRF-300003": {"case_id": "TRF-300003", "account_id": "ACC-400004"},
+         "ACC-400004": {"account_id": "ACC-400004", "tier": "gold"}},
+        ("deny_case", {"reason": "r1", "case_id": "TRF-300003"}),
+    )  # fmt: skip
+    seen: list[str] = []
+
+    def rank(text: str) -> list[str]:
+        seen.append(text)
+        return ["deny_case(reason=r1)", "approve_case()"]
+
+    required = {"deny_case": ["case_id", "reason"], "approve_case": ["case_id"]}
+    task = SealedTask("t1", "Current timestamp: 9\n\nPlease decide TRF-300003 today.")
+    played = play_test(env, task, rank, lookups, required)
+    assert played.reward == 1.0 and played.action == "deny_case(reason=r1)"
+    assert [name for name, _ in env.calls] == ["get_case", "get_account", "deny_case", "finish"]
+    assert "gold" in seen[0] and "Current timestamp" not in seen[0]  # what it found, no time
+
+
+@needs_slb
+@pytest.mark.slow
+def test_on_banking_the_oracle_scores_100_and_mwm_knows_more_than_the_majority() -> None:
+    """The probe on the benchmark's own scenario: the player never loses a right answer."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import learning  # bench/learning.py
+
+    scores = learning.probe_scenario("banking_l1", right=0.5, seed=0)["scores"]
+    assert scores["oracle"]["hidden"] == 100.0 == scores["oracle"]["fully_specified"]
+    assert scores["mwm"]["hidden"] > scores["majority"]["hidden"] + 20

@@ -1,0 +1,115 @@
+"""MWM's facts and rules: typed facts from what the tools returned, rules with numbers in them."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from mw_actors.serve_learn import _rules as rules
+from mw_actors.serve_learn._protocol import episode_record
+from mw_actors.serve_learn._worldmodel import Served, case_of, fit
+
+
+def test_facts_keep_numbers_paths_and_kinds_never_ids() -> None:
+    observation = {"case_id": "TXN-170299", "amount": 742.69, "nested": {"level": 3},
+                   "shop_id": "MER-756", "flags": ["a", "b"], "ok": True}  # fmt: skip
+    text = f"Card payment of $1,250.50 for 3 items.\n{json.dumps(observation)}"
+    facts = rules.facts_of(text)
+    assert facts["case.amount"] == 742.69 and facts["case.nested.level"] == 3.0
+    assert facts["case.case_id.shape"] == "TXN-#" and facts["case.shop_id.shape"] == "MER-#"
+    assert facts["case.flags.count"] == 2.0 and facts["case.ok"] == "true"
+    assert facts["figure.1"] == 1250.5 and facts["figure.2"] == 3.0  # the instruction's figures
+    assert "170299" not in json.dumps(facts)  # which case it is never becomes a fact
+
+
+def _served(n: int, block: int, facts: dict[str, Any], decision: str, reward: float) -> Served:
+    instruction = f"Current timestamp: {n + 1}\n\nDecide case CASE-{1000 + n}."
+    trace = [
+        {"kind": "tool", "name": "get_case", "args": {"case_id": f"CASE-{1000 + n}"},
+         "obs": json.dumps({"case_id": f"CASE-{1000 + n}", **facts})},
+        {"kind": "tool", "name": "decide", "obs": "ok",
+         "args": {"case_id": f"CASE-{1000 + n}", "decision": decision}},
+        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
+    ]  # fmt: skip
+    return Served(block=block, task_id=f"t{n}", timestamp=n + 1, instruction=instruction,
+                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+
+
+def _stream(right: float, seed: int, cases: int = 144) -> list[Served]:
+    """Deny above $650 for electronics, approve otherwise; the agent right ``right`` of the time."""
+    rng = random.Random(seed)
+    served = []
+    for n in range(cases):
+        facts = {"amount": round(rng.uniform(50, 1500), 2),
+                 "category": rng.choice(["electronics", "grocery", "travel"])}  # fmt: skip
+        wanted = (
+            "deny" if facts["category"] == "electronics" and facts["amount"] > 650 else "approve"
+        )
+        taken = wanted if rng.random() < right else ("approve" if wanted == "deny" else "deny")
+        served.append(_served(n, n // 12, facts, taken, float(taken == wanted)))
+    return served
+
+
+def _query(amount: float, category: str) -> str:
+    observation = json.dumps({"case_id": "CASE-9999", "amount": amount, "category": category})
+    return f"Decide case CASE-9999.\n{observation}"
+
+
+def test_a_threshold_and_a_conjunction_are_learned_and_stated_with_their_numbers() -> None:
+    """The bag of words could not see an amount: every rule with a number was invisible."""
+    model = fit(_stream(right=0.5, seed=1), now=11)
+    assert model.ranked(_query(1200.0, "electronics"))[0] == "decide(decision=deny)"
+    assert model.ranked(_query(300.0, "electronics"))[0] == "decide(decision=approve)"
+    assert model.ranked(_query(1200.0, "grocery"))[0] == "decide(decision=approve)"
+    card = model.card(12)
+    rule = next(line for line in card.splitlines() if line.startswith("- `decide(decision=deny)`"))
+    assert "case.amount >" in rule and "case.category = electronics" in rule, card
+
+
+def test_a_score_on_one_decision_is_evidence_against_the_others() -> None:
+    """Only ever taken and scored, approve looked right everywhere; implied zeros say otherwise."""
+    served = [_served(n, n // 12, {"category": "travel"}, "deny", 1.0) for n in range(24)] + [
+        _served(24 + n, 2, {"category": "grocery"}, "approve", 1.0) for n in range(12)
+    ]
+    model = fit(served, now=2)
+    estimate = model.estimate(_query(10.0, "travel"))
+    assert estimate["decide(decision=deny)"] > 0.5 > estimate["decide(decision=approve)"]
+
+
+def test_an_ordinal_argument_stays_in_the_outcome() -> None:
+    """A leg number is a digit the case shows, and was dropped as if it named the case."""
+    instruction = "Transfer TRF-55: leg 1 $700, leg 2 $500. Settle it."
+    trace = [{"kind": "tool", "name": "execute_leg", "obs": "ok",
+              "args": {"case_id": "TRF-55", "leg": 2}}]  # fmt: skip
+    served = Served(block=0, task_id="t", timestamp=1, instruction=instruction, reward=1.0,
+                    record=episode_record(instruction, trace, 1.0))  # fmt: skip
+    case = case_of(served)
+    assert case is not None and case.signature == "execute_leg(leg=2)"
+
+
+def test_a_decision_made_through_finish_is_the_outcome() -> None:
+    """A refusal through finish was ignored: the outcome became the last look-up."""
+    instruction = "Cancel order #W1234567 please."
+    trace = [{"kind": "tool", "name": "get_order_details", "args": {"order_id": "#W1234567"},
+              "obs": json.dumps({"order_id": "#W1234567", "status": "delivered"})},
+             {"kind": "finish", "name": "finish", "obs": "",
+              "args": {"decision": "refuse", "reason": "order_delivered"}}]  # fmt: skip
+    served = Served(block=0, task_id="t", timestamp=1, instruction=instruction, reward=1.0,
+                    record=episode_record(instruction, trace, 1.0))  # fmt: skip
+    case = case_of(served)
+    assert case is not None
+    assert case.signature == "finish(decision=refuse, reason=order_delivered)"
+    assert "delivered" in case.text
+
+
+def test_nothing_in_the_rules_names_a_domain() -> None:
+    from pathlib import Path
+
+    import mw_actors.serve_learn._probe as probe
+    import mw_actors.serve_learn._worldmodel as worldmodel
+
+    for module in (rules, worldmodel, probe):
+        source = Path(str(module.__file__)).read_text().lower()
+        for word in ("bank", "retail", "pitch", "merchant", "payee", "refund", "order_id"):
+            assert word not in source, (module.__name__, word)
