@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/daemon.py
 	$(BIN)/python bench/grid.py
 	$(BIN)/python bench/attacks.py
+	$(BIN)/python bench/learning.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
