@@ -191,6 +191,16 @@ class Node:
         return node
 
 
+def _divide(
+    node: Node, rows: Sequence[Row], test: tuple[str, str, Value]
+) -> tuple[list[Row], list[Row]]:
+    """Make ``node`` the rule ``test``; the rows it holds for, and the rest."""
+    node.fact, node.op, node.value = test
+    node.absent = any(test[0] not in r.facts for r in rows)
+    yes = [r for r in rows if node.holds(r.facts)]
+    return yes, [r for r in rows if not node.holds(r.facts)]
+
+
 def _gini(weights: dict[str, float]) -> float:
     total = sum(weights.values())
     if total <= 0:
@@ -315,10 +325,7 @@ def _grow(
     found = _split(rows, now, decay)
     if found is None:
         return
-    node.fact, node.op, node.value = found
-    yes = [r for r in rows if node.holds(r.facts)]
-    no = [r for r in rows if not node.holds(r.facts)]
-    node.absent = any(node.fact not in r.facts for r in rows)
+    yes, no = _divide(node, rows, found)
     node.yes, node.no = Node(), Node()
     _grow(node.yes, yes, now, outcomes, node.estimate, depth + 1, decay)
     _grow(node.no, no, now, outcomes, node.estimate, depth + 1, decay)
@@ -400,10 +407,7 @@ def _grow_one(
     found = _split(rows, now)
     if found is None:
         return
-    node.fact, node.op, node.value = found
-    yes = [r for r in rows if node.holds(r.facts)]
-    no = [r for r in rows if not node.holds(r.facts)]
-    node.absent = any(node.fact not in r.facts for r in rows)
+    yes, no = _divide(node, rows, found)
     if _chi2(yes, no, now) < CHI2_MIN:  # no surer than chance: the rule would learn noise
         node.fact, node.op, node.value = None, "", ""
         return

@@ -114,6 +114,20 @@ def ask_for(endpoint: str, stream: bool) -> dict[str, object]:
     return {"model": "local/scripted", "messages": messages, "max_tokens": LIMIT, "stream": stream}
 
 
+async def read_raw(
+    client: httpx.AsyncClient, url: str, body: dict[str, object]
+) -> tuple[bytes, bool]:
+    """What a client was sent for ``body``, as bytes, and whether it saw an error (or a cut)."""
+    raw = b""
+    try:
+        async with client.stream("POST", url, json=body) as response:
+            async for chunk in response.aiter_raw():
+                raw += chunk
+            return raw, response.status_code >= 400
+    except httpx.HTTPError:
+        return raw, True
+
+
 def output_deltas(raw: bytes) -> int:
     """How many output deltas a client was relayed."""
     deltas = 0
@@ -145,18 +159,9 @@ async def test_an_upstream_past_its_max_tokens_never_overdraws_unseen(
         ) as wire,
         httpx.AsyncClient(timeout=20) as client,
     ):  # fmt: skip
-        raw, error = b"", False
-        try:
-            async with client.stream(
-                "POST",
-                f"{wire.meter_url}/{case.endpoint}",
-                json=ask_for(case.endpoint, case.stream),
-            ) as response:
-                async for chunk in response.aiter_raw():
-                    raw += chunk
-                error = response.status_code >= 400
-        except httpx.HTTPError:
-            error = True
+        raw, error = await read_raw(
+            client, f"{wire.meter_url}/{case.endpoint}", ask_for(case.endpoint, case.stream)
+        )
         probe = await client.get(f"{wire.meter_url}/models")
     (line, probe_line) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
     assert line.status == case.status, line.note
@@ -223,18 +228,9 @@ async def test_an_upstream_is_charged_what_it_did_not_what_it_says(
         open_wire(tmp_path, allocation=Decimal("0.01"), engine=LONG, faults=faults) as wire,
         httpx.AsyncClient(timeout=20) as client,
     ):
-        raw, error = b"", False
-        try:
-            async with client.stream(
-                "POST",
-                f"{wire.meter_url}/{case.endpoint}",
-                json=ask_for(case.endpoint, case.stream),
-            ) as response:
-                async for chunk in response.aiter_raw():
-                    raw += chunk
-                error = response.status_code >= 400
-        except httpx.HTTPError:
-            error = True
+        raw, error = await read_raw(
+            client, f"{wire.meter_url}/{case.endpoint}", ask_for(case.endpoint, case.stream)
+        )
         generated = wire.provider.statistics().output_tokens
     (line,) = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
     assert line.status == case.status, line.note
