@@ -30,6 +30,7 @@ from mw_actors.daemon import (
 )
 from mw_errors import ConfigError, DaemonError, MwError
 from tests.processes import mw, runnable_by_others, synthetic_campaign
+from tests.scenarios.daemon_frames import KILL_DELAYS
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)
@@ -335,7 +336,7 @@ def test_kill_9_of_the_daemon_at_random_moments_then_restart(runs: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.0, 0.5, 1.0, 2.0, 3.0])
+@pytest.mark.parametrize("delay", KILL_DELAYS)
 def test_a_daemon_killed_just_after_a_submit_starts_the_campaign_on_restart(
     runs: Path, delay: float
 ) -> None:

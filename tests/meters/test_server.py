@@ -13,6 +13,7 @@ import pytest
 from meters import AbortConnection, LastChunk, Request, Response, ServerLimits, serve_http
 
 from ..scenarios.meter_attacks import SLOW_CLIENTS, SlowClient
+from ..scenarios.wire_faults import BAD_CHUNK_SIZES
 
 pytestmark = pytest.mark.anyio
 
@@ -138,6 +139,9 @@ async def test_head_and_204_carry_no_body() -> None:
     assert b"content-length" not in empty.lower()
 
 
+_CHUNKED = b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
@@ -156,11 +160,7 @@ async def test_head_and_204_carry_no_body() -> None:
         (b"GET /x HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", b"431"),
         (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b"400"),
         # sizes Python's int(x, 16) takes and another reader does not: smuggling's material
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", b"400"),
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n", b"400"),
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n", b"400"),
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n +3\r\nabc\r\n", b"400"),
-        (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"0" * 17 + b"\r\n", b"400"),
+        *[(_CHUNKED + size + b"\r\nabc\r\n", b"400") for size in BAD_CHUNK_SIZES],
     ],
 )
 async def test_a_malformed_request_gets_its_status_and_the_connection_closes(

@@ -117,3 +117,8 @@ def fuzz_frames(rng: random.Random, live_tag: str) -> list[bytes]:
         else:
             frames.append(frame(json.dumps(structured(rng, live_tag)).encode()))
     return frames
+
+
+# Seconds after a Submit that the daemon is killed (-9): before the campaign's journal
+# holds its start, each once stranded it (neither resumed nor listed on restart).
+KILL_DELAYS = [0.0, 0.5, 1.0, 2.0, 3.0]

@@ -24,3 +24,7 @@ RESUMES = [
     Resume(("--method", "blind", "--allocation", "3.00"), None),  # the same, spelled otherwise
     Resume((), None),
 ]
+
+# How a journal can be lost while the run keeps its spend and evidence: each resume is
+# refused in one line (it once started over, repeating paid episodes).
+LOST_JOURNALS = ["emptied", "removed"]

@@ -36,3 +36,7 @@ WIRE_FAULTS = [
     WireFault("malformed_json", stream=False, status="ok", charge="actual", client_error=True),
     WireFault("malformed_json", stream=True, status="ok", charge="actual", client_error=True),
 ]
+
+# Chunk-size lines another HTTP reader takes differently than Python's int(x, 16) does
+# (request smuggling's material): each is a 400 and a closed connection.
+BAD_CHUNK_SIZES = [b"-1", b"0x3", b"1_0", b" +3", b"0" * 17]

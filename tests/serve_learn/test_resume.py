@@ -20,7 +20,7 @@ from mw_actors.journal import open_journal, read_journal
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS, EpisodeEnded, EpisodeStarted
 from tests.processes import episodes_ended, mw
 
-from ..scenarios.resume_cases import RESUMES, STARTED, Resume
+from ..scenarios.resume_cases import LOST_JOURNALS, RESUMES, STARTED, Resume
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ("serve-learn", "run", "synthetic_l1")
@@ -70,7 +70,7 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs
 
 
-@pytest.mark.parametrize("loss", ["emptied", "removed"])
+@pytest.mark.parametrize("loss", LOST_JOURNALS)
 def test_a_resume_refuses_a_lost_journal_where_spend_or_evidence_remains(
     stopped: Path, tmp_path: Path, loss: str
 ) -> None:
