@@ -345,7 +345,7 @@ class WorldModel:
         lines += [line for _, line in sorted(said)[:CARD_ROWS]] or ["- (no rule has evidence yet)"]
         changed = _changes(self.trees)
         if changed:
-            lines += ["", "## What changed", "", *changed[:5]]
+            lines += ["", "## Newest rules (the block each first scored from)", "", *changed[:5]]
         lines += ["", "## Actions", "", "| action | scored / taken |", "|---|---:|"]
         shown = sorted(range(len(self.signatures)), key=lambda s: -self.evidence[s])[:CARD_ROWS]
         for s in shown:
@@ -410,7 +410,7 @@ def _rule_line(path: list[rules.Node], outcome: str) -> str:
 
 
 def _changes(trees: dict[str, rules.Node]) -> list[str]:
-    """Rules that hold only since a later block: where the policy changed."""
+    """Rules that first scored after block 0, newest first: where a policy is new."""
     out = []
     for signature, tree in trees.items():
         for path in rules.leaves(tree):
