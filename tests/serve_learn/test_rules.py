@@ -113,3 +113,17 @@ def test_nothing_in_the_rules_names_a_domain() -> None:
         source = Path(str(module.__file__)).read_text().lower()
         for word in ("bank", "retail", "pitch", "merchant", "payee", "refund", "order_id"):
             assert word not in source, (module.__name__, word)
+
+
+def test_the_learner_is_given_no_window_category_or_evaluator() -> None:
+    """What a learner reads of an episode: no label that only the scoring may read."""
+    assert set(Served.__struct_fields__) == {
+        "block", "task_id", "timestamp", "instruction", "reward", "record"}  # fmt: skip
+    served = _stream(right=1.0, seed=2, cases=24)
+    renamed = [
+        Served(block=s.block, task_id=f"other-{n}", timestamp=s.timestamp,
+               instruction=s.instruction, reward=s.reward, record=s.record)
+        for n, s in enumerate(served)
+    ]  # fmt: skip
+    card = fit(served, now=1).card(2)  # a task's id tells the learner nothing either
+    assert card == fit(renamed, now=1).card(2)
