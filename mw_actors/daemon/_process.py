@@ -177,9 +177,13 @@ def statuses(runs: Path, tags: Sequence[str]) -> list[dict[str, Any]]:
         ConfigError: a run directory holds no campaign.
     """
     if tags and daemon_running(runs):
+        requests = [Status(tag=tag) for tag in tags]
+        # A busy daemon answers late: where every journal exists, the journals answer
+        # at once (without the daemon's extras); a campaign the daemon is still
+        # starting has none yet, and only the daemon can say so.
+        journaled = all((runs / tag / "journal").is_dir() for tag in tags)
         try:
-            # A busy daemon answers late: the journals answer at once, without its extras.
-            asked = ask(runs, [Status(tag=tag) for tag in tags], timeout=STATUS_SECONDS)
+            asked = ask(runs, requests, timeout=STATUS_SECONDS if journaled else 60.0)
             return [dict(a) for a in asked]
         except MwError:
             pass
