@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._worldmodel import Case, ParsedRecord, bm25_top_k, parse_record, tokenize
+from ._worldmodel import Case, ParsedRecord, bm25_top_k, tokenize
 
 __all__ = [
     "Lookups",
@@ -195,7 +195,3 @@ def nearest_success_ranker(cases: Sequence[Case]) -> Ranker:
         return list(dict.fromkeys(wins[i].signature for i in found))
 
     return rank
-
-
-def records_of(served_records: Sequence[str]) -> list[ParsedRecord]:
-    return [parse_record(record) for record in served_records]

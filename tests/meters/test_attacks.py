@@ -198,6 +198,32 @@ async def test_a_request_two_readers_could_read_two_ways_is_refused(
     assert (line.status, line.reserved_usd, line.cost_usd) == ("refused", "0", "0")
 
 
+async def sdk_stream(client: Any, endpoint: str) -> None:
+    """One openai SDK stream asking for ``LIMIT`` tokens, read to its end.
+
+    Refused (an API error) or cut past its reservation (the SDK does not wrap the cut)
+    is an answer too.
+    """
+    import openai
+
+    try:
+        if endpoint == "responses":
+            stream: Any = await client.responses.create(
+                model="local/scripted", input="talk", max_output_tokens=LIMIT, stream=True
+            )
+        else:
+            stream = await client.chat.completions.create(
+                model="local/scripted",
+                messages=[{"role": "user", "content": "talk"}],
+                max_tokens=LIMIT,
+                stream=True,
+            )
+        async for _ in stream:
+            pass
+    except (openai.APIError, httpx.RemoteProtocolError):
+        pass
+
+
 def relayed_outputs(raw: bytes) -> int:
     """Events a client was relayed that carry output, in any shape (the SDK reads them all)."""
     count = 0
@@ -262,27 +288,9 @@ async def test_fifty_sdk_requests_to_a_lying_upstream_stay_within_the_allocation
     async with open_wire(tmp_path, allocation=allocation, engine=LONG, faults=faults) as wire:
         client = openai.AsyncOpenAI(base_url=wire.meter_url, api_key="-", max_retries=0)
 
-        async def one() -> None:
-            try:
-                if endpoint == "responses":
-                    stream: Any = await client.responses.create(
-                        model="local/scripted", input="talk", max_output_tokens=LIMIT, stream=True
-                    )
-                else:
-                    stream = await client.chat.completions.create(
-                        model="local/scripted",
-                        messages=[{"role": "user", "content": "talk"}],
-                        max_tokens=LIMIT,
-                        stream=True,
-                    )
-                async for _ in stream:
-                    pass
-            except (openai.APIError, httpx.HTTPError):
-                pass  # refused, or cut past the reservation
-
         async with anyio.create_task_group() as tg:
             for _ in range(50):
-                tg.start_soon(one)
+                tg.start_soon(sdk_stream, client, endpoint)
         await client.close()
     lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
     assert len(lines) == 50
@@ -308,22 +316,9 @@ async def test_many_sdk_streams_against_an_upstream_past_its_limits(
         ) as wire:
             client = openai.AsyncOpenAI(base_url=wire.meter_url, api_key="-", max_retries=0)
 
-            async def one(client: openai.AsyncOpenAI = client) -> None:
-                try:
-                    stream = await client.chat.completions.create(
-                        model="local/scripted",
-                        messages=[{"role": "user", "content": "talk"}],
-                        max_tokens=LIMIT,
-                        stream=True,
-                    )
-                    async for _ in stream:
-                        pass
-                except (openai.APIError, httpx.RemoteProtocolError):
-                    pass  # refused, or cut past the reservation (the SDK may not wrap the cut)
-
             async with anyio.create_task_group() as tg:
                 for _ in range(200):
-                    tg.start_soon(one)
+                    tg.start_soon(sdk_stream, client, "chat/completions")
             await client.close()
         lines = meters.read_ledger(wire.ledger_dir / "ledger.jsonl")
         assert len(lines) == 200
