@@ -432,6 +432,19 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from mw_actors.serve_learn import probe_run, render_probe
+
+    report, run = probe_run(args.run, dataset=args.dataset)
+    if args.json:
+        print(msgspec.json.encode(report).decode())
+    else:
+        print(render_probe(report, run), end="")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -772,6 +785,18 @@ def _parser() -> argparse.ArgumentParser:
     for form in ("markdown", "json", "html"):
         report_form.add_argument(f"--{form}", action="store_true", help=f"print it as {form}")
     report.set_defaults(func=_report)
+
+    probe = commands.add_parser(
+        "probe", help="what a run's method knows, for $0: each window's tests by a player"
+    )
+    probe.add_argument("run", type=absolute_path, help="the run directory ($MW_RUNS/TAG)")
+    probe.add_argument("--json", action="store_true", help="print one JSON object")
+    probe.add_argument(
+        "--dataset",
+        type=absolute_path,
+        help="the scenario's export, where it is not where the run was started from",
+    )
+    probe.set_defaults(func=_probe)
 
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")

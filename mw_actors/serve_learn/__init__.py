@@ -22,6 +22,7 @@ from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
 from ._outputs import write_outputs
+from ._probe_run import PROBED_METHODS, ProbeReport, RunScores, probe_run, render_probe
 from ._run_report import (
     RunReport,
     WindowScores,
@@ -60,6 +61,7 @@ __all__ = [
     "LOCAL_MODELS",
     "METHODS",
     "OFFICIAL_SCENARIOS",
+    "PROBED_METHODS",
     "SERVE_LEARN_RECORDS",
     "AllocationRaised",
     "Averages",
@@ -74,8 +76,10 @@ __all__ = [
     "LaunchConfig",
     "ManualReport",
     "Plan",
+    "ProbeReport",
     "RunDir",
     "RunReport",
+    "RunScores",
     "Scenario",
     "SettingScore",
     "Submission",
@@ -99,9 +103,11 @@ __all__ = [
     "manual_spec",
     "models_reached",
     "plan",
+    "probe_run",
     "read_evaluators",
     "read_journaled",
     "read_scenario",
+    "render_probe",
     "render_run_html",
     "render_run_json",
     "render_run_markdown",

@@ -11,11 +11,14 @@ The player knows no domain. It learns from the served episodes' records only
 - **the look-ups**: the tools that served episodes called before their last
   action, with arguments that are ids (``TRF-211564``, ``#W9051859``), in the
   order they were called; each parameter's values have a *shape* (the id with
-  its digits as ``#``: ``TRF-#``), and the player fills a look-up with the id of
-  that shape that the case shows (the instruction, or an earlier result);
+  its digits as ``#``: ``TRF-#``), and the player fills a look-up with an id of
+  such a shape that the case shows (the instruction, or an earlier result),
+  trying the next one (up to ``TRIES``) when the look-up finds nothing (the
+  benchmark's tools answer ``Error: ...``);
 - **the act**: the method's top-ranked action, an outcome *signature* such as
   ``deny_case(reason=verification_required)``; the arguments a signature
-  leaves out (they name the case) are filled the same way, by shape; then
+  leaves out (they name the case) are filled with the id a look-up found
+  something with, or else by shape; then
   ``finish`` (with the signature's own arguments when the outcome *is* a
   ``finish``, as a refusal is in some domains).
 
@@ -25,6 +28,7 @@ skipped with its reason; it is never scored as a guess.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter
@@ -48,6 +52,8 @@ __all__ = [
 _ID = re.compile(r"#?\b[A-Za-z]{1,6}-?\d{2,}\b|#[A-Za-z]?\d{4,}\b|\b\d{7,}\b")
 _OWN = ("finish", "wm")
 FINISH = "finish"
+ERROR = "Error"  # how the benchmark's Env words a tool that failed (a look-up that found nothing)
+TRIES = 3  # ids a look-up tries, in the order the case shows them
 Ranker = Callable[[str], Sequence[str]]  # a case's text -> signatures, best first
 
 
@@ -113,15 +119,20 @@ class Lookups:
         learned.steps = [(tool, parameters[tool]) for tool in kept]
         return learned
 
-    def value(self, tool: str, parameter: str, text: str, taken: set[str]) -> str | None:
-        """The id of a shape ``tool``'s ``parameter`` took, that ``text`` shows."""
-        shapes = self.shapes.get((tool, parameter))
-        if not shapes:
-            return None
-        for candidate in ids_in(text):
-            if shape(candidate) in shapes and candidate not in taken:
-                return candidate
-        return None
+    def values(self, parameter: str, text: str) -> list[str]:
+        """The ids ``text`` shows, in order, of a shape that ``parameter`` took.
+
+        A parameter of one name takes one kind of id in every tool (``case_id``):
+        its shapes are those it took in any tool the served episodes called, so a
+        case of a shape one tool was never called with is still filled.
+        """
+        shapes = {
+            found
+            for (_, named), seen in self.shapes.items()
+            if named == parameter
+            for found in seen
+        }
+        return [candidate for candidate in ids_in(text) if shape(candidate) in shapes]
 
 
 @dataclass(frozen=True)
@@ -151,12 +162,16 @@ def play_test(
 
     env.reset(task)
     text = _untimed(task.instruction)
+    found: dict[str, str] = {}  # parameter -> the id a look-up found something with
     for tool, parameters in lookups.steps:
-        arguments = {p: lookups.value(tool, p, text, set()) for p in parameters}
-        if any(v is None for v in arguments.values()):
-            continue  # this case shows no id of that shape: the look-up does not apply
-        observation = str(env.step(Action(name=tool, kwargs=arguments)).observation)
-        text += "\n" + observation
+        choices = [[found[p]] if p in found else lookups.values(p, text) for p in parameters]
+        for values in itertools.islice(itertools.product(*choices), TRIES):
+            arguments = dict(zip(parameters, values, strict=True))
+            observation = str(env.step(Action(name=tool, kwargs=arguments)).observation)
+            if not observation.startswith(ERROR):  # the benchmark's tools fail in words
+                text += "\n" + observation
+                found.update(arguments)
+                break
     ranked = list(rank(text))
     if not ranked:
         return Played(task.task_id, None, skipped="the method ranks no action yet")
@@ -165,7 +180,7 @@ def play_test(
         return Played(task.task_id, None, ranked[0], f"{name} is not a tool of this scenario")
     for parameter in required.get(name, []):
         if parameter not in arguments:
-            value = lookups.value(name, parameter, text, set())
+            value = found.get(parameter) or next(iter(lookups.values(parameter, text)), None)
             if value is None:
                 return Played(task.task_id, None, ranked[0], f"cannot fill {name}'s {parameter}")
             arguments[parameter] = value

@@ -28,7 +28,14 @@ from .records import (
     WindowTested,
 )
 
-__all__ = ["Shared", "Versions", "end_interrupted", "ended_unknown", "restore"]
+__all__ = [
+    "Shared",
+    "Versions",
+    "end_interrupted",
+    "ended_unknown",
+    "restore",
+    "served_episode",
+]
 
 
 class Versions:
@@ -98,14 +105,7 @@ class Shared:
         """What a learner is given of a served episode (its record text, made once)."""
         found = self._served.get(task.task_id)
         if found is None or found.block != block:
-            found = Served(
-                block=block,
-                task_id=task.task_id,
-                timestamp=task.timestamp,
-                instruction=task.instruction,  # as the agent received it
-                reward=ended.reward,
-                record=episode_record(task.instruction, ended.trace, ended.reward),
-            )
+            found = served_episode(task, ended, block)
             self._served[task.task_id] = found
         return found
 
@@ -115,6 +115,18 @@ class Shared:
         cases = self.scenario.serving[: self.plan.serving_total]
         ends = self.plan.block_ends
         return [cases[self.plan.block_start(k) : end] for k, end in enumerate(ends)]
+
+
+def served_episode(task: Task, ended: EpisodeEnded, block: int) -> Served:
+    """What a learner is given of one served episode of ``block``: its record, as MWM reads it."""
+    return Served(
+        block=block,
+        task_id=task.task_id,
+        timestamp=task.timestamp,
+        instruction=task.instruction,  # as the agent received it
+        reward=ended.reward,
+        record=episode_record(task.instruction, ended.trace, ended.reward),
+    )
 
 
 def ended_unknown(task: Task, started: EpisodeStarted) -> EpisodeEnded:
