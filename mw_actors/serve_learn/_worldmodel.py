@@ -74,6 +74,7 @@ MAX_VOCABULARY = 128  # words that are facts, the most frequent (a query may be 
 SCORED = 0.5  # a reward at least this scored (binary domains give 0 or 1)
 VALUE_CHARS = 40  # an argument longer than this is free text, left out of a signature
 CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into every prompt)
+ITEMS = "[...]"  # in a signature: a list decided item by item, filled for the case at hand
 
 
 class Served(msgspec.Struct, frozen=True):
@@ -102,6 +103,10 @@ class Case(msgspec.Struct, frozen=True):
     text: str  # the case: instruction without its timestamp line, then what was observed
     signature: str  # the outcome action
     done: str  # every action, in order
+    # An outcome decided item by item (a batch, line by line): "tool|argument|ordinal key",
+    # and each item's decision (its element without the ordinal, as JSON). "" and [] if not.
+    itemized: str = ""
+    items: list[tuple[int, str]] = []
 
 
 def tokenize(text: str) -> list[str]:
@@ -191,10 +196,42 @@ def _names_the_case(value: Any, seen: str) -> bool:
     return any(c.isdigit() for c in shown) and shown in seen
 
 
+def _ordinal_key(value: Any) -> str | None:
+    """The key that numbers a list's objects (``line``), if it is one decision per item."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+        return None
+    for key in sorted(value[0]):
+        numbers = [v.get(key) for v in value]
+        ordinal = all(type(n) is int and 0 <= n < 100 for n in numbers)
+        if ordinal and len(set(numbers)) == len(numbers):
+            return key
+    return None
+
+
+def _itemized(name: str, arguments: dict[str, Any]) -> tuple[str, list[tuple[int, str]]]:
+    """An outcome decided item by item: its family, and each item's decision; or ("", [])."""
+    for argument in sorted(arguments):
+        key = _ordinal_key(arguments[argument])
+        if key is not None:
+            items = [
+                (int(item[key]), _item({k: v for k, v in item.items() if k != key}))
+                for item in arguments[argument]
+            ]
+            return f"{name}|{argument}|{key}", sorted(items)
+    return "", []
+
+
+def _item(decision: dict[str, Any]) -> str:
+    return json.dumps(decision, sort_keys=True, ensure_ascii=False)
+
+
 def _signature(name: str, arguments: dict[str, Any], seen: str) -> str:
     kept = []
     for key in sorted(arguments):
         value = arguments[key]
+        if _ordinal_key(value) is not None:
+            kept.append(f"{key}={ITEMS}")  # decided item by item: the items' rules fill it
+            continue
         if isinstance(value, list):  # a list of ids names the case item by item
             value = [v for v in value if not _names_the_case(v, seen)]
             if not value:
@@ -230,6 +267,7 @@ def case_of(served: Served) -> Case | None:
     name, arguments, _ = outcome
     decided = finished[-1:] if outcome[0] == "finish" else []
     done = "; ".join(_signature(n, a, text) for n, a, _ in [*acted, *decided])
+    itemized, items = _itemized(name, arguments)
     return Case(
         block=served.block,
         timestamp=served.timestamp,
@@ -237,6 +275,8 @@ def case_of(served: Served) -> Case | None:
         text=text[:CASE_CHARS],
         signature=_signature(name, arguments, text),
         done=done,
+        itemized=itemized,
+        items=items,
     )
 
 
@@ -252,10 +292,13 @@ class WorldModel:
         cases: list[Case],
         *,
         now: int = -1,
+        items: dict[str, dict[str, rules.Node]] | None = None,
     ) -> None:
         self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
         self.trees = trees  # per signature: when it scores
+        # Per family decided item by item ("tool|argument|key"): per item decision, its rules.
+        self.items = items or {}
         self.evidence = evidence  # decayed weight of the episodes behind each signature
         self.cases = cases
         self.now = now
@@ -294,9 +337,36 @@ class WorldModel:
         return tree.leaf(facts) if tree is not None else [rules.Node()]
 
     def ranked(self, query: str) -> list[str]:
-        """The signatures, best first, for ``query``."""
+        """The actions, best first, for ``query`` (an outcome decided item by item, filled)."""
         estimate = self.estimate(query)
-        return sorted(self.signatures, key=lambda s: (-estimate[s], s))
+        order = sorted(self.signatures, key=lambda s: (-estimate[s], s))
+        return [self.filled(s, query) for s in order]
+
+    def filled(self, signature: str, query: str) -> str:
+        """``signature`` with its items decided for the case ``query`` describes, by their rules.
+
+        ``decide(decisions=[...])`` becomes ``decide(decisions=[{"line": 1, ...}, ...])``:
+        each item the case shows (an object numbered by the key) gets the decision its
+        rules rank first. A signature the case shows no items for is left as it is.
+        """
+        if ITEMS not in signature:
+            return signature
+        name = signature.split("(", 1)[0]
+        for family, trees in self.items.items():
+            tool, argument, key = family.split("|")
+            if tool != name or f"{argument}={ITEMS}" not in signature or not trees:
+                continue
+            shown = rules.items_of(_untimed(query), key)
+            if not shown:
+                return signature
+            case = self.facts(query)
+            decided = []
+            for ordinal, own in sorted(shown.items()):
+                best = rules.rank(trees, {**case, **own})
+                decided.append({key: ordinal, **json.loads(best or "{}")})
+            listed = json.dumps(decided, ensure_ascii=False)
+            return signature.replace(f"{argument}={ITEMS}", f"{argument}={listed}")
+        return signature
 
     def similar(self, query: str, k: int = TOP_K) -> list[Case]:
         return [self.cases[i] for i in bm25_top_k(_untimed(query), self._docs, k)]
@@ -310,7 +380,8 @@ class WorldModel:
         ranked = sorted(self.signatures, key=lambda s: (-estimate[s], s))
         best = ranked[0]
         path = self._path(best, facts)
-        lines = [f"best: {best} (estimated chance to score {estimate[best]:.2f})"]
+        shown = self.filled(best, query)
+        lines = [f"best: {shown} (estimated chance to score {estimate[best]:.2f})"]
         if len(ranked) > 1:
             lines.append("others: " + "; ".join(f"{s} {estimate[s]:.2f}" for s in ranked[1:5]))
         lines.append("rule: " + _rule_line(path, best))
@@ -343,6 +414,18 @@ class WorldModel:
                     line = f"- `{signature}` when {_rule_line(path, signature)}"
                     said.append((-won, line))
         lines += [line for _, line in sorted(said)[:CARD_ROWS]] or ["- (no rule has evidence yet)"]
+        for family, trees in self.items.items():
+            tool, argument, key = family.split("|")
+            said = []
+            for decision, tree in trees.items():
+                for path in rules.leaves(tree):
+                    leaf = path[-1]
+                    won = leaf.count.get(decision, 0)
+                    if won >= 2 and leaf.estimate.get(decision, 0.0) >= 0.5:
+                        said.append((-won, f"- {decision} when {_rule_line(path, decision)}"))
+            if said:
+                lines += ["", f"## `{tool}`, {argument} item by item (each `{key}`)", ""]
+                lines += [line for _, line in sorted(said)[:CARD_ROWS]]
         changed = _changes(self.trees)
         if changed:
             lines += ["", "## Newest rules (the block each first scored from)", "", *changed[:5]]
@@ -367,6 +450,10 @@ class WorldModel:
             "signatures": self.signatures,
             "now": self.now,
             "rules": {signature: tree.encode() for signature, tree in self.trees.items()},
+            "items": {
+                family: {decision: tree.encode() for decision, tree in trees.items()}
+                for family, trees in self.items.items()
+            },
         }
         save_file(
             tensors,
@@ -395,6 +482,10 @@ class WorldModel:
             evidence,
             cases,
             now=int(index.get("now", -1)),
+            items={
+                family: {decision: rules.Node.decode(tree) for decision, tree in trees.items()}
+                for family, trees in index.get("items", {}).items()
+            },
         )
 
 
@@ -450,4 +541,38 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
-    return WorldModel(vocabulary, signatures, trees, evidence, cases, now=now)
+    return WorldModel(
+        vocabulary,
+        signatures,
+        trees,
+        evidence,
+        cases,
+        now=now,
+        items=_fit_items(rows, cases, since, now),
+    )
+
+
+def _fit_items(
+    rows: list[rules.Row], cases: list[Case], since: int, now: int
+) -> dict[str, dict[str, rules.Node]]:
+    """The rules of outcomes decided item by item, learned from the items of cases that scored.
+
+    A case that scored shows every item's decision right; one that did not says not
+    which item was wrong, so it teaches the items nothing.
+    """
+    by: dict[str, list[rules.Row]] = {}
+    for row, case in zip(rows, cases, strict=True):
+        if not case.itemized or not row.scored or case.block < since:
+            continue
+        key = case.itemized.rsplit("|", 1)[-1]
+        shown = rules.items_of(case.text, key)
+        for ordinal, decision in case.items:
+            if ordinal in shown:
+                facts = {**row.facts, **shown[ordinal]}
+                by.setdefault(case.itemized, []).append(
+                    rules.Row(facts, decision, True, case.block)
+                )
+    return {
+        family: rules.grow_each(items, now, sorted({r.outcome for r in items}))
+        for family, items in by.items()
+    }

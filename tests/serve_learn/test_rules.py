@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from mw_actors.serve_learn import _rules as rules
 from mw_actors.serve_learn._protocol import episode_record
-from mw_actors.serve_learn._worldmodel import Served, case_of, fit
+from mw_actors.serve_learn._worldmodel import Served, WorldModel, case_of, fit
 
 
 def test_facts_keep_numbers_paths_and_kinds_never_ids() -> None:
@@ -127,3 +129,50 @@ def test_the_learner_is_given_no_window_category_or_evaluator() -> None:
     ]  # fmt: skip
     card = fit(served, now=1).card(2)  # a task's id tells the learner nothing either
     assert card == fit(renamed, now=1).card(2)
+
+
+def _batch(n: int, block: int, days: list[int], right: float, rng: random.Random) -> Served:
+    """A batch of lines, each to approve, or to review when its payee is under 30 days old."""
+    lines = [{"line": i + 1, "payee_added_days_ago": d, "amount": 100.0 + i}
+             for i, d in enumerate(days)]  # fmt: skip
+    wanted = [{"line": x["line"], "action": "review" if x["payee_added_days_ago"] <= 30
+               else "approve"} for x in lines]  # fmt: skip
+    taken = (
+        wanted
+        if rng.random() < right
+        else [{"line": x["line"], "action": rng.choice(["approve", "review"])} for x in lines]
+    )
+    instruction = f"Settle batch BATCH-{1000 + n}."
+    trace = [
+        {"kind": "tool", "name": "look", "args": {"batch_id": f"BATCH-{1000 + n}"},
+         "obs": json.dumps({"batch_id": f"BATCH-{1000 + n}", "lines": lines})},
+        {"kind": "tool", "name": "settle", "obs": "ok",
+         "args": {"batch_id": f"BATCH-{1000 + n}", "decisions": taken}},
+        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
+    ]  # fmt: skip
+    reward = float(taken == wanted)
+    return Served(block=block, task_id=f"b{n}", timestamp=n + 1, instruction=instruction,
+                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+
+
+def test_a_decision_made_item_by_item_is_learned_per_item_and_filled_for_the_case() -> None:
+    """A batch decided line by line was one outcome per combination of lines: never learned.
+    Per line, the rule is a threshold on the line's own fact, and a new batch is filled."""
+    rng = random.Random(3)
+    served = [_batch(n, n // 12, [rng.choice([3, 12, 45, 400, 800]) for _ in range(3)], 0.5, rng)
+              for n in range(96)]  # fmt: skip
+    model = fit(served, now=7)
+    assert model.signatures == ["settle(decisions=[...])"]
+    lines = [{"line": 1, "payee_added_days_ago": 700, "amount": 5.0},
+             {"line": 2, "payee_added_days_ago": 9, "amount": 5.0}]  # fmt: skip
+    query = "Settle batch BATCH-9999.\n" + json.dumps({"batch_id": "BATCH-9999", "lines": lines})
+    assert model.ranked(query) == [
+        'settle(decisions=[{"line": 1, "action": "approve"}, {"line": 2, "action": "review"}])'
+    ]
+    assert model.ranked("Settle batch BATCH-9999.") == ["settle(decisions=[...])"]  # no lines
+    card = model.card(8)
+    assert "## `settle`, decisions item by item (each `line`)" in card, card
+    assert "item.payee_added_days_ago <=" in card and '{"action": "review"}' in card, card
+    with tempfile.TemporaryDirectory() as out:  # the items' rules survive the checkpoint
+        model.save(Path(out), 8)
+        assert WorldModel.load(Path(out)).ranked(query) == model.ranked(query)
