@@ -6,7 +6,8 @@ For each scenario and seed, the whole serving stream is played through the
 benchmark's own ``Env``, tools and verifier by a simulated agent (a fixture
 that reads the task's ground truth, which no method sees): it looks the case
 up, then takes the right decision with probability ``--right`` and otherwise a
-random other decision of the stream's, and finishes. Each episode's record is
+random other valid decision (one of the stream's decisions that the case's tools accept:
+no batch decision on a single case, no leg the case lacks), and finishes. Each episode's record is
 ``protocol.episode_record``, as mw makes it. At each window's boundary the
 world models are fitted on the records of the blocks served before it
 (DESIGN.md promise 4), and the window's tests are played by the probe's
@@ -66,6 +67,12 @@ def _signature_of(action: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
     return action.name, kept
 
 
+def _valid(scratch: Any, task: Any, actions: list[Any]) -> bool:
+    """Whether the case's tools accept ``actions`` (a decision this case can take)."""
+    scratch.reset(task)
+    return not any(str(scratch.step(action).observation).startswith("Error") for action in actions)
+
+
 def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
     """The serving stream played by the simulated agent: each episode's record and reward."""
     from servelearnbench import agent, protocol
@@ -79,6 +86,7 @@ def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
             decisions.setdefault(_signature_of(task.actions[0]), task.actions)
     pool = list(decisions.values())
     env = agent.new_env(bundle)
+    scratch = agent.new_env(bundle)  # where an alternative is tried before it is taken
     tools = {t["function"]["name"] for t in env.tools_info}
     served = []
     for position, task in enumerate(serving):
@@ -100,14 +108,17 @@ def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
         actions = list(task.actions)
         if actions and rng.random() >= right:
             others = [a for a in pool if _signature_of(a[0]) != _signature_of(actions[0])]
-            if others:
-                alternative = rng.choice(others)
-                actions = [
+            rng.shuffle(others)
+            for alternative in others:
+                moved = [
                     Action(name=a.name, kwargs={**a.kwargs, "case_id": case_id})
                     if "case_id" in a.kwargs
                     else a
                     for a in alternative
                 ]
+                if _valid(scratch, task, moved):
+                    actions = moved
+                    break
         for action in actions:
             step(action.name, dict(action.kwargs))
         env.step(Action(name="finish", kwargs={}))

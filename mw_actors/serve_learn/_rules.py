@@ -368,7 +368,9 @@ def _grow(
     _grow(node.no, no, now, outcomes, node.estimate, depth + 1, decay)
 
 
-def grow_each(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> dict[str, Node]:
+def grow_each(
+    rows: Sequence[Row], now: int, outcomes: Sequence[str], *, gate: float = CHI2_MIN
+) -> dict[str, Node]:
     """One rule tree per outcome, which says when it scores.
 
     An outcome's rows are the cases it was taken on (scored or not) and the cases
@@ -384,7 +386,7 @@ def grow_each(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> dict[st
         yes = sum(r.outcome == "yes" for r in labelled)
         prior = (yes + 0.5) / (len(labelled) + 1)
         root = Node()
-        _grow_one(root, labelled, now, outcome, prior, 0)
+        _grow_one(root, labelled, now, outcome, prior, 0, gate)
         trees[outcome] = root
     return trees
 
@@ -424,7 +426,13 @@ def regime_start(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> int:
 
 
 def _grow_one(
-    node: Node, rows: Sequence[Row], now: int, outcome: str, prior: float, depth: int
+    node: Node,
+    rows: Sequence[Row],
+    now: int,
+    outcome: str,
+    prior: float,
+    depth: int,
+    gate: float = CHI2_MIN,
 ) -> None:
     latest = max((row.block for row in rows), default=now)
     won = lost = 0.0
@@ -445,12 +453,12 @@ def _grow_one(
     if found is None:
         return
     yes, no = _divide(node, rows, found)
-    if _chi2(yes, no, now) < CHI2_MIN:  # no surer than chance: the rule would learn noise
+    if _chi2(yes, no, now) < gate:  # no surer than chance: the rule would learn noise
         node.fact, node.op, node.value = None, "", ""
         return
     node.yes, node.no = Node(), Node()
-    _grow_one(node.yes, yes, now, outcome, node.estimate[outcome], depth + 1)
-    _grow_one(node.no, no, now, outcome, node.estimate[outcome], depth + 1)
+    _grow_one(node.yes, yes, now, outcome, node.estimate[outcome], depth + 1, gate)
+    _grow_one(node.no, no, now, outcome, node.estimate[outcome], depth + 1, gate)
 
 
 def _chi2(yes: Sequence[Row], no: Sequence[Row], now: int) -> float:

@@ -75,6 +75,9 @@ SCORED = 0.5  # a reward at least this scored (binary domains give 0 or 1)
 VALUE_CHARS = 40  # an argument longer than this is free text, left out of a signature
 CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into every prompt)
 ITEMS = "[...]"  # in a signature: a list decided item by item, filled for the case at hand
+CHOICE = "<item>"  # in a signature: which of the case's numbered items, filled for the case
+ITEM_GATE = 3.84  # an item's rule needs p < 0.05: items learn from scored cases only, few
+CHOSEN, PASSED = "chosen", "passed over"  # an item of an ordered choice, before the one chosen
 
 
 class Served(msgspec.Struct, frozen=True):
@@ -107,6 +110,10 @@ class Case(msgspec.Struct, frozen=True):
     # and each item's decision (its element without the ordinal, as JSON). "" and [] if not.
     itemized: str = ""
     items: list[tuple[int, str]] = []
+    # An outcome that chose one of the case's numbered items (``leg=2`` of the legs the
+    # case lists, in order): "tool|argument", and the item chosen. "" and 0 if not.
+    chose: str = ""
+    choice: int = 0
 
 
 def tokenize(text: str) -> list[str]:
@@ -204,7 +211,7 @@ def _ordinal_key(value: Any) -> str | None:
         numbers = [v.get(key) for v in value]
         ordinal = all(type(n) is int and 0 <= n < 100 for n in numbers)
         if ordinal and len(set(numbers)) == len(numbers):
-            return key
+            return str(key)
     return None
 
 
@@ -225,12 +232,29 @@ def _item(decision: dict[str, Any]) -> str:
     return json.dumps(decision, sort_keys=True, ensure_ascii=False)
 
 
+def _chosen(arguments: dict[str, Any], seen: str) -> tuple[str, int]:
+    """The argument that picks one of the items ``seen`` numbers by its name, and its value.
+
+    ``execute(leg=2)`` on a case listing ``{"legs": [{"leg": 1, ...}, {"leg": 2, ...}]}``
+    chose item 2 of the legs: the decision is which item, learned from each item's facts.
+    """
+    for key in sorted(arguments):
+        value = arguments[key]
+        if type(value) is int and 0 <= value < 100 and value in rules.items_of(seen, key):
+            return key, value
+    return "", 0
+
+
 def _signature(name: str, arguments: dict[str, Any], seen: str) -> str:
     kept = []
+    chosen, _ = _chosen(arguments, seen)
     for key in sorted(arguments):
         value = arguments[key]
         if _ordinal_key(value) is not None:
             kept.append(f"{key}={ITEMS}")  # decided item by item: the items' rules fill it
+            continue
+        if key == chosen:
+            kept.append(f"{key}={CHOICE}")  # which item: the items' rules fill it
             continue
         if isinstance(value, list):  # a list of ids names the case item by item
             value = [v for v in value if not _names_the_case(v, seen)]
@@ -268,6 +292,7 @@ def case_of(served: Served) -> Case | None:
     decided = finished[-1:] if outcome[0] == "finish" else []
     done = "; ".join(_signature(n, a, text) for n, a, _ in [*acted, *decided])
     itemized, items = _itemized(name, arguments)
+    chosen, choice = _chosen(arguments, text)
     return Case(
         block=served.block,
         timestamp=served.timestamp,
@@ -277,6 +302,8 @@ def case_of(served: Served) -> Case | None:
         done=done,
         itemized=itemized,
         items=items,
+        chose=f"{name}|{chosen}" if chosen else "",
+        choice=choice,
     )
 
 
@@ -293,12 +320,15 @@ class WorldModel:
         *,
         now: int = -1,
         items: dict[str, dict[str, rules.Node]] | None = None,
+        choices: dict[str, rules.Node] | None = None,
     ) -> None:
         self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
         self.trees = trees  # per signature: when it scores
         # Per family decided item by item ("tool|argument|key"): per item decision, its rules.
         self.items = items or {}
+        # Per family of ordered choices ("tool|argument"): when an item is the one chosen.
+        self.choices = choices or {}
         self.evidence = evidence  # decayed weight of the episodes behind each signature
         self.cases = cases
         self.now = now
@@ -349,9 +379,15 @@ class WorldModel:
         each item the case shows (an object numbered by the key) gets the decision its
         rules rank first. A signature the case shows no items for is left as it is.
         """
+        name = signature.split("(", 1)[0]
+        for family, tree in self.choices.items():
+            tool, argument = family.split("|")
+            if tool == name and f"{argument}={CHOICE}" in signature:
+                picked = self._choose(tree, argument, query)
+                if picked is not None:
+                    signature = signature.replace(f"{argument}={CHOICE}", f"{argument}={picked}")
         if ITEMS not in signature:
             return signature
-        name = signature.split("(", 1)[0]
         for family, trees in self.items.items():
             tool, argument, key = family.split("|")
             if tool != name or f"{argument}={ITEMS}" not in signature or not trees:
@@ -367,6 +403,22 @@ class WorldModel:
             listed = json.dumps(decided, ensure_ascii=False)
             return signature.replace(f"{argument}={ITEMS}", f"{argument}={listed}")
         return signature
+
+    def _choose(self, tree: rules.Node, key: str, query: str) -> int | None:
+        """The first item (numbered by ``key``) the rules say is chosen, else the likeliest.
+
+        None when the case shows no such items.
+        """
+        shown = rules.items_of(_untimed(query), key)
+        if not shown:
+            return None
+        case = self.facts(query)
+        chance = {
+            ordinal: tree.leaf({**case, **own})[-1].estimate.get(CHOSEN, 0.0)
+            for ordinal, own in shown.items()
+        }
+        passing = [ordinal for ordinal in sorted(chance) if chance[ordinal] >= 0.5]
+        return passing[0] if passing else max(sorted(chance), key=lambda o: chance[o])
 
     def similar(self, query: str, k: int = TOP_K) -> list[Case]:
         return [self.cases[i] for i in bm25_top_k(_untimed(query), self._docs, k)]
@@ -426,6 +478,17 @@ class WorldModel:
             if said:
                 lines += ["", f"## `{tool}`, {argument} item by item (each `{key}`)", ""]
                 lines += [line for _, line in sorted(said)[:CARD_ROWS]]
+        for family, tree in self.choices.items():
+            tool, argument = family.split("|")
+            said = []
+            for path in rules.leaves(tree):
+                leaf = path[-1]
+                won = leaf.count.get(CHOSEN, 0)
+                if won >= 2 and leaf.estimate.get(CHOSEN, 0.0) >= 0.5:
+                    said.append((-won, f"- chosen when {_rule_line(path, CHOSEN)}"))
+            if said:
+                lines += ["", f"## `{tool}`: which `{argument}` (the first, in order, that is)", ""]
+                lines += [line for _, line in sorted(said)[:CARD_ROWS]]
         changed = _changes(self.trees)
         if changed:
             lines += ["", "## Newest rules (the block each first scored from)", "", *changed[:5]]
@@ -454,6 +517,7 @@ class WorldModel:
                 family: {decision: tree.encode() for decision, tree in trees.items()}
                 for family, trees in self.items.items()
             },
+            "choices": {family: tree.encode() for family, tree in self.choices.items()},
         }
         save_file(
             tensors,
@@ -485,6 +549,9 @@ class WorldModel:
             items={
                 family: {decision: rules.Node.decode(tree) for decision, tree in trees.items()}
                 for family, trees in index.get("items", {}).items()
+            },
+            choices={
+                family: rules.Node.decode(tree) for family, tree in index.get("choices", {}).items()
             },
         )
 
@@ -549,7 +616,33 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         cases,
         now=now,
         items=_fit_items(rows, cases, since, now),
+        choices=_fit_choices(rows, cases, since, now),
     )
+
+
+def _fit_choices(
+    rows: list[rules.Row], cases: list[Case], since: int, now: int
+) -> dict[str, rules.Node]:
+    """When an item of an ordered choice is the one chosen, from the cases that scored.
+
+    The items are read in order: the one chosen passed, those before it were passed
+    over; those after it say nothing (the choice stopped at the first that passed).
+    """
+    by: dict[str, list[rules.Row]] = {}
+    for row, case in zip(rows, cases, strict=True):
+        if not case.chose or not row.scored or case.block < since:
+            continue
+        shown = rules.items_of(case.text, case.chose.split("|")[1])
+        for ordinal in sorted(shown):
+            if ordinal > case.choice:
+                break
+            label = CHOSEN if ordinal == case.choice else PASSED
+            facts = {**row.facts, **shown[ordinal]}
+            by.setdefault(case.chose, []).append(rules.Row(facts, label, True, case.block))
+    return {
+        family: rules.grow_each(items, now, [CHOSEN, PASSED], gate=ITEM_GATE)[CHOSEN]
+        for family, items in by.items()
+    }
 
 
 def _fit_items(
@@ -573,6 +666,6 @@ def _fit_items(
                     rules.Row(facts, decision, True, case.block)
                 )
     return {
-        family: rules.grow_each(items, now, sorted({r.outcome for r in items}))
+        family: rules.grow_each(items, now, sorted({r.outcome for r in items}), gate=ITEM_GATE)
         for family, items in by.items()
     }

@@ -176,3 +176,48 @@ def test_a_decision_made_item_by_item_is_learned_per_item_and_filled_for_the_cas
     with tempfile.TemporaryDirectory() as out:  # the items' rules survive the checkpoint
         model.save(Path(out), 8)
         assert WorldModel.load(Path(out)).ranked(query) == model.ranked(query)
+
+
+def _fallback(n: int, block: int, amounts: list[float], right: float, rng: random.Random) -> Served:
+    """Legs in order; the first whose amount is at most 500 is the one to execute."""
+    legs = [{"leg": i + 1, "amount": a} for i, a in enumerate(amounts)]
+    wanted = next((x["leg"] for x in legs if x["amount"] <= 500), len(legs))
+    taken = wanted if rng.random() < right else rng.choice([x["leg"] for x in legs])
+    instruction = f"Pay case PAY-{1000 + n}, falling back leg by leg."
+    trace = [
+        {"kind": "tool", "name": "look", "args": {"case_id": f"PAY-{1000 + n}"},
+         "obs": json.dumps({"case_id": f"PAY-{1000 + n}", "legs": legs})},
+        {"kind": "tool", "name": "execute", "obs": "ok",
+         "args": {"case_id": f"PAY-{1000 + n}", "leg": taken}},
+        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
+    ]  # fmt: skip
+    reward = float(taken == wanted)
+    return Served(block=block, task_id=f"f{n}", timestamp=n + 1, instruction=instruction,
+                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+
+
+def test_an_ordered_choice_learns_which_item_passes_and_picks_the_first_that_does() -> None:
+    """execute(leg=2) was one outcome per leg number, blind to the legs' own facts."""
+    rng = random.Random(5)
+    served = [
+        _fallback(
+            n, n // 12, [rng.choice([200.0, 450.0, 700.0, 900.0]) for _ in range(3)], 0.5, rng
+        )
+        for n in range(96)
+    ]
+    model = fit(served, now=7)
+    assert model.signatures == ["execute(leg=<item>)"]
+
+    def query(amounts: list[float]) -> str:
+        legs = [{"leg": i + 1, "amount": a} for i, a in enumerate(amounts)]
+        return "Pay case PAY-9999.\n" + json.dumps({"case_id": "PAY-9999", "legs": legs})
+
+    assert model.ranked(query([800.0, 300.0, 100.0])) == ["execute(leg=2)"]
+    assert model.ranked(query([100.0, 300.0, 800.0])) == ["execute(leg=1)"]
+    assert model.ranked(query([950.0, 800.0, 250.0])) == ["execute(leg=3)"]
+    card = model.card(8)
+    assert "## `execute`: which `leg` (the first, in order, that is)" in card, card
+    assert "item.amount <=" in card, card
+    with tempfile.TemporaryDirectory() as out:
+        model.save(Path(out), 8)
+        assert WorldModel.load(Path(out)).ranked(query([800.0, 300.0, 100.0])) == ["execute(leg=2)"]
