@@ -1,13 +1,14 @@
 """Does MWM learn the hidden policies? The knowledge probe on banking L1-L3, beside baselines.
 
-    python bench/learning.py [--scenarios banking_l1,...] [--seeds 3] [--right 0.5]
+    python bench/learning.py [--scenarios banking_l1,...] [--seeds 3] [--right 0.5 | --random]
 
 For each scenario and seed, the whole serving stream is played through the
 benchmark's own ``Env``, tools and verifier by a simulated agent (a fixture
 that reads the task's ground truth, which no method sees): it looks the case
 up, then takes the right decision with probability ``--right`` and otherwise a
 random other valid decision (one of the stream's decisions that the case's tools accept:
-no batch decision on a single case, no leg the case lacks), and finishes. Each episode's record is
+no batch decision on a single case, no leg the case lacks), and finishes; with ``--random``
+it takes any valid decision, the right one included, alike. Each episode's record is
 ``protocol.episode_record``, as mw makes it. At each window's boundary the
 world models are fitted on the records of the blocks served before it
 (DESIGN.md promise 4), and the window's tests are played by the probe's
@@ -73,8 +74,11 @@ def _valid(scratch: Any, task: Any, actions: list[Any]) -> bool:
     return not any(str(scratch.step(action).observation).startswith("Error") for action in actions)
 
 
-def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
-    """The serving stream played by the simulated agent: each episode's record and reward."""
+def serve(bundle: Any, right: float | None, rng: random.Random) -> list[Served]:
+    """The serving stream played by the simulated agent: each episode's record and reward.
+
+    ``right`` None: fully random, each valid decision (the right one too) alike.
+    """
     from servelearnbench import agent, protocol
     from servelearnbench.engine.types import Action
 
@@ -106,9 +110,10 @@ def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
                 if value and f"get_{kind}_details" in tools:
                     step(f"get_{kind}_details", {f"{kind}_id": value})
         actions = list(task.actions)
-        if actions and rng.random() >= right:
+        if actions and (right is None or rng.random() >= right):
             others = [a for a in pool if _signature_of(a[0]) != _signature_of(actions[0])]
             rng.shuffle(others)
+            valid = []
             for alternative in others:
                 moved = [
                     Action(name=a.name, kwargs={**a.kwargs, "case_id": case_id})
@@ -117,8 +122,13 @@ def serve(bundle: Any, right: float, rng: random.Random) -> list[Served]:
                     for a in alternative
                 ]
                 if _valid(scratch, task, moved):
-                    actions = moved
-                    break
+                    valid.append(moved)
+                    if right is not None:
+                        break  # one wrong decision is enough
+            if right is None:  # fully random: any valid decision, the right one included
+                actions = rng.choice([actions, *valid])
+            elif valid:
+                actions = valid[0]
         for action in actions:
             step(action.name, dict(action.kwargs))
         env.step(Action(name="finish", kwargs={}))
@@ -164,7 +174,7 @@ def _oracle(task: Any) -> Ranker:
     return lambda text: [f"{action.name}({shown})"]
 
 
-def probe_scenario(name: str, right: float, seed: int) -> dict[str, Any]:
+def probe_scenario(name: str, right: float | None, seed: int) -> dict[str, Any]:
     from servelearnbench import agent, protocol, scenarios, scoring
 
     bundle = scenarios.get_bundle(name, fresh=True)
@@ -237,13 +247,17 @@ def main() -> None:
     parser.add_argument("--scenarios", default="banking_l1,banking_l2,banking_l3")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--right", type=float, default=0.5)
+    parser.add_argument(
+        "--random", action="store_true", help="a fully random serving agent (ignores --right)"
+    )
     args = parser.parse_args()
     names = args.scenarios.split(",")
     table: dict[str, dict[str, tuple[float, float]]] = {m: {} for m in MODELS}
     windows: dict[str, dict[str, list[float]]] = {}
     slowest = 0.0
     for name in names:
-        runs = [probe_scenario(name, args.right, seed) for seed in range(args.seeds)]
+        right = None if args.random else args.right
+        runs = [probe_scenario(name, right, seed) for seed in range(args.seeds)]
         for model in MODELS:
             hidden = statistics.mean(r["scores"][model]["hidden"] for r in runs)
             full = statistics.mean(r["scores"][model]["fully_specified"] for r in runs)
@@ -254,7 +268,8 @@ def main() -> None:
         }
         slowest = max(slowest, *(r["fit_seconds"] for r in runs))
         print(f"{name}: skipped per model {runs[0]['skipped']} (seed 0)", file=sys.stderr)
-    print(f"serving agent right {args.right:.0%} of the time; mean of {args.seeds} seeds; H / F")
+    agent = "fully random" if args.random else f"right {args.right:.0%} of the time"
+    print(f"serving agent {agent}; mean of {args.seeds} seeds; H / F")
     print("| world model | " + " | ".join(names) + " | mean H |")
     print("|---|" + "---|" * (len(names) + 1))
     for model in MODELS:

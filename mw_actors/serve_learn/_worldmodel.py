@@ -367,10 +367,16 @@ class WorldModel:
         return tree.leaf(facts) if tree is not None else [rules.Node()]
 
     def ranked(self, query: str) -> list[str]:
-        """The actions, best first, for ``query`` (an outcome decided item by item, filled)."""
+        """The actions, best first, for ``query`` (an outcome decided item by item, filled).
+
+        An outcome over items the case does not list (a choice of leg on a case with no
+        legs) cannot be taken there: it comes last, unfilled.
+        """
         estimate = self.estimate(query)
-        order = sorted(self.signatures, key=lambda s: (-estimate[s], s))
-        return [self.filled(s, query) for s in order]
+        order = [
+            self.filled(s, query) for s in sorted(self.signatures, key=lambda s: (-estimate[s], s))
+        ]
+        return sorted(order, key=lambda s: ITEMS in s or CHOICE in s)
 
     def filled(self, signature: str, query: str) -> str:
         """``signature`` with its items decided for the case ``query`` describes, by their rules.
@@ -604,7 +610,11 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         for c in cases
     ]
     since = rules.regime_start(rows, now, signatures)
-    trees = rules.grow_each([r for r in rows if r.block >= since], now, signatures)
+    # A family decided item by item (or an ordered choice) that failed may have been the
+    # right family with a wrong item: its failures are no evidence against the family.
+    confounded = [(ITEMS in r.outcome or CHOICE in r.outcome) and not r.scored for r in rows]
+    kept = [r for r, skip in zip(rows, confounded, strict=True) if r.block >= since and not skip]
+    trees = rules.grow_each(kept, now, signatures)
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
