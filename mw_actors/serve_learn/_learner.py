@@ -105,18 +105,51 @@ class LearnerUsage(msgspec.Struct, frozen=True):
     finished: bool
 
 
+FACT_CHARS = 600  # of one case's facts in the learner's table
+
+
 def evidence_text(served: list[Served], block: int) -> str:
-    """What the learner is shown of block ``block``: each of its episodes' records.
+    """What the learner is shown of block ``block``: its cases' facts, the rules, the records.
 
     A record is what ServeLearnBench gives a learning method: the instruction, every
     step's action and observation, and the score line; never an evaluator, a category
-    or a window. Earlier blocks reach the learner through the adapter it fits on all
-    of them.
+    or a window. Before the records: the block's cases as the world model reads them
+    (each one's outcome, score and typed facts, one line each), and the rules fitted on
+    every block so far (the card ``fit_adapter`` writes), so the learner reasons over
+    the same facts and rules the adapter holds. It fits the rules: call it on a worker
+    thread.
     """
+    from . import _rules as rules
+    from ._worldmodel import case_of, fit
+
     mine = [s for s in served if s.block == block]
     lines = [
         f"Evidence of block {block}: the records of its {len(mine)} served episodes "
         f"({len(served)} served so far; fit_adapter trains on all of them).",
+        "",
+        f"## The facts of block {block}'s cases (what the tools returned, typed)",
+        "",
+        "| stream position | outcome | score | facts |",
+        "|---:|---|---:|---|",
+    ]
+    for item in mine:
+        case = case_of(item)
+        if case is None:
+            continue
+        facts = rules.facts_of(case.text)
+        shown = "; ".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in facts.items()
+            if not k.startswith("word:") and not k.endswith(".shape")
+        )
+        shown = shown[:FACT_CHARS].replace("|", "/")
+        lines.append(f"| {item.timestamp} | `{case.signature}` | {case.reward * 100:g} | {shown} |")
+    card = fit(served, now=block).card(block + 1) if served else ""
+    lines += [
+        "",
+        "## The rules fitted on every block so far (the card fit_adapter writes)",
+        "",
+        card.split("\n", 1)[-1].strip(),
     ]
     for item in mine:
         lines += ["", f"## block {item.block}, stream position {item.timestamp}", item.record]
@@ -193,9 +226,8 @@ async def run_learner_session(
     Raises:
         ProviderRefused: the learner meter or the provider refused a turn.
     """
-    history: list[dict[str, Any]] = [
-        {"type": "message", "role": "user", "content": evidence_text(served, block)}
-    ]
+    evidence = await anyio.to_thread.run_sync(evidence_text, served, block)  # it fits rules
+    history: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": evidence}]
     async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=600.0) as client:
         tally = await run_turns(
             client,

@@ -87,6 +87,12 @@ def test_the_learner_sees_the_blocks_records_only() -> None:
     assert text.count("INSTRUCTION:") == 1 and "INSTRUCTION: Case 1" in text  # this block's
     assert 'action: decide({"decision": "deny"})' in text and "Score: 100/100." in text
     assert "2 served so far" in text
+    # Before the records: the block's cases as the rules read them, and the rules so far.
+    facts = text.index("| 2 | `decide(decision=deny)` | 100 | obs.kind=refund; figure.1=1;")
+    rules = text.index("## The rules fitted on every block so far")
+    assert facts < rules < text.index("INSTRUCTION: Case 1")
+    assert "| 1 | `decide" not in text  # block 0's case is not this block's
+    assert "| `decide(decision=deny)` | 2 / 2 |" in text  # the card, fitted on both blocks
 
 
 async def _session(script: list[Reply], tmp_path: Path, out: Path) -> LearnerUsage:
