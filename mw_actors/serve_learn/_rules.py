@@ -263,7 +263,20 @@ def _split(
     base = _gini(total)
     if base <= 1e-9 or len(wins) < 2 * MIN_LEAF:
         return None
-    keys = sorted({key for row, _ in wins for key in row.facts})
+    # One pass over the facts: each fact's numbers (in the rows' order) and categories.
+    numeric: dict[str, list[tuple[float, str, float]]] = {}
+    groups: dict[str, dict[str, dict[str, float]]] = {}
+    sizes: dict[str, dict[str, int]] = {}
+    for row, weight in wins:
+        outcome = row.outcome
+        for key, value in row.facts.items():
+            if isinstance(value, float):
+                numeric.setdefault(key, []).append((value, outcome, weight))
+            else:
+                group = groups.setdefault(key, {}).setdefault(value, {})
+                group[outcome] = group.get(outcome, 0.0) + weight
+                counted = sizes.setdefault(key, {})
+                counted[value] = counted.get(value, 0) + 1
     _values: dict[str, set[Value]] = {}
     for row in rows:
         for key, value in row.facts.items():
@@ -277,11 +290,8 @@ def _split(
         if gain > 1e-6 and (best is None or gain > best[0] + 1e-12):
             best = (gain, key, op, value)
 
-    for key in keys:
-        numbers = sorted(
-            ((v, row.outcome, w) for row, w in wins if isinstance(v := row.facts.get(key), float)),
-            key=lambda item: item[0],
-        )
+    for key in sorted({*numeric, *groups}):
+        numbers = sorted(numeric.get(key, ()), key=lambda item: item[0])
         left: dict[str, float] = {}
         for index, (value, outcome, weight) in enumerate(numbers[:-1]):
             left[outcome] = left.get(outcome, 0.0) + weight
@@ -290,21 +300,15 @@ def _split(
                 continue
             gain = base - _gini(left) - _gini(_minus(total, left))
             consider(gain, key, "<=", (value + following) / 2)
-        groups: dict[str, dict[str, float]] = {}
-        sizes: dict[str, int] = {}
-        for row, weight in wins:
-            category = row.facts.get(key)
-            if isinstance(category, str):
-                group = groups.setdefault(category, {})
-                group[row.outcome] = group.get(row.outcome, 0.0) + weight
-                sizes[category] = sizes.get(category, 0) + 1
         # A category of many values is a name (a person, a firm, a month): a rule on one
         # of them needs more evidence than a rule on a kind.
         least = MIN_NAME if len(_values.get(key, ())) > MAX_CATEGORIES else MIN_LEAF
-        for category in sorted(groups):
-            if sizes[category] < least or len(wins) - sizes[category] < MIN_LEAF:
+        categories = groups.get(key, {})
+        for category in sorted(categories):
+            size = sizes[key][category]
+            if size < least or len(wins) - size < MIN_LEAF:
                 continue
-            gain = base - _gini(groups[category]) - _gini(_minus(total, groups[category]))
+            gain = base - _gini(categories[category]) - _gini(_minus(total, categories[category]))
             consider(gain, key, "=", category)
     return None if best is None else best[1:]
 
