@@ -44,6 +44,7 @@ __all__ = [
     "grow_each",
     "id_shape",
     "items_of",
+    "prose_words",
     "words_of",
 ]
 
@@ -120,6 +121,11 @@ def words_of(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
+def prose_words(text: str) -> set[str]:
+    """The words of ``text`` outside its JSON objects (those are facts already)."""
+    return words_of(_objects(text)[1])
+
+
 def facts_of(text: str, vocabulary: Iterable[str] = ()) -> dict[str, Value]:
     """The typed facts of a case's text; ``vocabulary``: the words that are facts."""
     objects, rest = _objects(text)
@@ -132,7 +138,7 @@ def facts_of(text: str, vocabulary: Iterable[str] = ()) -> dict[str, Value]:
     if figures:
         facts["figure.max"] = max(figures)
         facts["figure.count"] = float(len(figures))
-    words = words_of(text)
+    words = words_of(rest)  # a word inside JSON is in a fact already (a name, a category)
     for word in vocabulary:
         if word in words:
             facts[f"word:{word}"] = "yes"

@@ -603,7 +603,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
     cases = [c for c in (case_of(s) for s in served) if c is not None]
     if not cases:
         return WorldModel([], [], {}, [], [], now=now)
-    vocabulary = _vocabulary([rules.words_of(_untimed(c.text)) for c in cases])
+    vocabulary = _vocabulary([rules.prose_words(_untimed(c.text)) for c in cases])
     signatures = sorted({c.signature for c in cases})
     rows = [
         rules.Row(rules.facts_of(c.text, vocabulary), c.signature, c.reward >= SCORED, c.block)
