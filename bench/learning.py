@@ -206,10 +206,7 @@ def probe_scenario(name: str, right: float | None, seed: int) -> dict[str, Any]:
         lookups = Lookups.learn([parse_record(s.record) for s in known])
 
         def mwm(text: str, model: Any = model) -> list[str]:
-            if model is None or not model.signatures:
-                return []
-            estimate = model.estimate(text)
-            return sorted(model.signatures, key=lambda sig: (-estimate[sig], sig))
+            return [] if model is None else model.ranked(text)  # as wm ranks, items filled
 
         rankers: dict[str, Ranker] = {
             "majority": majority_ranker(cases),
