@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -463,38 +464,17 @@ class WorldModel:
             "## Rules",
             "",
         ]
-        said = []
-        for signature, tree in self.trees.items():
-            for path in rules.leaves(tree):
-                leaf = path[-1]
-                won = leaf.count.get(signature, 0)
-                if won >= 2 and leaf.estimate.get(signature, 0.0) >= 0.5:
-                    line = f"- `{signature}` when {_rule_line(path, signature)}"
-                    said.append((-won, line))
-        lines += [line for _, line in sorted(said)[:CARD_ROWS]] or ["- (no rule has evidence yet)"]
+        said = _stated(self.trees, lambda signature: f"`{signature}`")
+        lines += said or ["- (no rule has evidence yet)"]
         for family, trees in self.items.items():
             tool, argument, key = family.split("|")
-            said = []
-            for decision, tree in trees.items():
-                for path in rules.leaves(tree):
-                    leaf = path[-1]
-                    won = leaf.count.get(decision, 0)
-                    if won >= 2 and leaf.estimate.get(decision, 0.0) >= 0.5:
-                        said.append((-won, f"- {decision} when {_rule_line(path, decision)}"))
-            if said:
-                lines += ["", f"## `{tool}`, {argument} item by item (each `{key}`)", ""]
-                lines += [line for _, line in sorted(said)[:CARD_ROWS]]
+            if said := _stated(trees, str):
+                lines += ["", f"## `{tool}`, {argument} item by item (each `{key}`)", "", *said]
         for family, tree in self.choices.items():
             tool, argument = family.split("|")
-            said = []
-            for path in rules.leaves(tree):
-                leaf = path[-1]
-                won = leaf.count.get(CHOSEN, 0)
-                if won >= 2 and leaf.estimate.get(CHOSEN, 0.0) >= 0.5:
-                    said.append((-won, f"- chosen when {_rule_line(path, CHOSEN)}"))
-            if said:
-                lines += ["", f"## `{tool}`: which `{argument}` (the first, in order, that is)", ""]
-                lines += [line for _, line in sorted(said)[:CARD_ROWS]]
+            if said := _stated({CHOSEN: tree}, str):
+                heading = f"## `{tool}`: which `{argument}` (the first, in order, that is)"
+                lines += ["", heading, "", *said]
         changed = _changes(self.trees)
         if changed:
             lines += ["", "## Newest rules (the block each first scored from)", "", *changed[:5]]
@@ -560,6 +540,17 @@ class WorldModel:
                 family: rules.Node.decode(tree) for family, tree in index.get("choices", {}).items()
             },
         )
+
+
+def _stated(trees: dict[str, rules.Node], shown: Callable[[str], str]) -> list[str]:
+    """The rules worth a line on the card (2 successes or more, likelier than not), most first."""
+    said = []
+    for outcome, tree in trees.items():
+        for path in rules.leaves(tree):
+            won = path[-1].count.get(outcome, 0)
+            if won >= 2 and path[-1].estimate.get(outcome, 0.0) >= 0.5:
+                said.append((-won, f"- {shown(outcome)} when {_rule_line(path, outcome)}"))
+    return [line for _, line in sorted(said)[:CARD_ROWS]]
 
 
 def _rule_line(path: list[rules.Node], outcome: str) -> str:
