@@ -16,24 +16,28 @@ tools. From each record it takes
 - the **score** (the reward the agent was told).
 
 The adapter estimates, for each outcome signature, the chance that it scores
-given the words of the case: one weighted logistic regression per signature
-over the case's words (present or not), fitted with torch. Every episode
-weighs ``decay ** (blocks since it was served)``, so the model follows a policy
-that changes; an L2 pull towards 0 is the prior. Words in fewer than two cases
-(identifiers), in more than half of them (boilerplate), and bare numbers are
-not features.
+given the case's typed facts (:mod:`._rules`: the JSON the tools returned, the
+instruction's figures, the prose's words): one rule tree per signature, with
+the implied zeros of the other outcomes' successes, recent evidence weighing
+most, and older evidence set aside where the policy changed. An outcome
+decided item by item (a list numbered by a small ordinal: a batch's lines) is
+one signature with ``[...]``, its items' decisions learned by trees of their
+own; an ordered choice (``leg=2`` of the legs the case lists) is one signature
+with ``<item>``, a tree learning when an item is the one chosen. Both are
+filled for the case at hand.
 
-``wm`` (:meth:`WorldModel.answer`) answers a query with the signatures ranked
-by their estimate for the query's words, and the most similar past served
+``wm`` (:meth:`WorldModel.answer`) answers a query with the actions ranked
+by their estimate for the query's facts, the rule that fires, and the most similar past served
 cases (Okapi BM25 over the case text, as the benchmark's RAG retrieves), with
 what was done in them and their score lines. The card (``card.md``) states
 what the model believes, from the same statistics; the host sees it in its
 system prompt.
 
-The checkpoint is ``adapter.safetensors`` (the weights; one metadata key, so
-its bytes are stable across processes), ``cases.jsonl`` (the retrieval store)
-and ``card.md``. This module stands alone (torch, safetensors and msgspec
-only): the Codex learner's ``fit_adapter`` imports it inside the sandbox.
+The checkpoint is ``adapter.safetensors`` (each signature's evidence, and one
+metadata key, ``index``, holding the rules as JSON, so its bytes are stable
+across processes), ``cases.jsonl`` (the retrieval store) and ``card.md``.
+This module stands alone (with ``rules.py`` beside it; torch, safetensors and
+msgspec): the Codex learner's ``fit_adapter`` imports it inside the sandbox.
 """
 
 from __future__ import annotations
