@@ -49,6 +49,7 @@ from mw_actors.serve_learn._probe import (  # noqa: E402
     majority_ranker,
     nearest_success_ranker,
     play_test,
+    required_parameters,
 )
 from mw_actors.serve_learn._worldmodel import (  # noqa: E402
     SCORED,
@@ -182,10 +183,7 @@ def probe_scenario(name: str, right: float | None, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     served = serve(bundle, right, rng)
     env = agent.new_env(bundle)
-    required = {
-        t["function"]["name"]: list(t["function"]["parameters"].get("required") or [])
-        for t in env.tools_info
-    }
+    required = required_parameters(env)
     serving = list(bundle["serving"])
     protocol.stamp_serving(serving)
     scores: dict[str, dict[str, list[float]]] = {

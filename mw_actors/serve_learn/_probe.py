@@ -46,6 +46,7 @@ __all__ = [
     "nearest_success_ranker",
     "parse_signature",
     "play_test",
+    "required_parameters",
     "shape",
 ]
 
@@ -189,6 +190,14 @@ def play_test(
         arguments = {}
     env.step(Action(name=FINISH, kwargs=arguments))
     return Played(task.task_id, float(env.compute_reward().reward), ranked[0])
+
+
+def required_parameters(env: Any) -> dict[str, list[str]]:
+    """Each tool's required parameters, from the benchmark ``Env``'s tool schemas."""
+    return {
+        t["function"]["name"]: list(t["function"]["parameters"].get("required") or [])
+        for t in env.tools_info
+    }
 
 
 def majority_ranker(cases: Sequence[Case]) -> Ranker:

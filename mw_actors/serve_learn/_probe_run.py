@@ -32,7 +32,7 @@ from mw_errors import ConfigError
 
 from .._core import read_journal
 from ._actors import UNSCORED
-from ._probe import Lookups, Ranker, nearest_success_ranker, play_test
+from ._probe import Lookups, Ranker, nearest_success_ranker, play_test, required_parameters
 from ._run_report import WindowScores, window_scores
 from ._scenario import read_scenario
 from ._schedule import plan
@@ -228,10 +228,7 @@ class _Player:
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.env = engine.agent.new_env(engine.bundle)
-        self.required = {
-            t["function"]["name"]: list(t["function"]["parameters"].get("required") or [])
-            for t in self.env.tools_info
-        }
+        self.required = required_parameters(self.env)
 
     def play(self, task_id: str, rank: Ranker | None, lookups: Lookups) -> tuple[float, str]:
         """The test's reward, and why it was not played ("" when it was)."""

@@ -92,7 +92,6 @@ def _flatten(obj: Any, path: str, facts: dict[str, Value]) -> None:
         shape = id_shape(obj)
         if shape is not None:
             facts.setdefault(f"{path}.shape", shape)
-
         elif len(obj) <= TEXT_CHARS:
             facts.setdefault(path, obj)
 

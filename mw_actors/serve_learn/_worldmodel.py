@@ -295,7 +295,7 @@ def case_of(served: Served) -> Case | None:
     text = "\n".join([_untimed(parsed.instruction), *observed])
     name, arguments, _ = outcome
     decided = finished[-1:] if outcome[0] == "finish" else []
-    done = "; ".join(_signature(n, a, text) for n, a, _ in [*acted, *decided])
+    signatures = [_signature(n, a, text) for n, a, _ in [*acted, *decided]]  # the outcome last
     itemized, items = _itemized(name, arguments)
     chosen, choice = _chosen(arguments, text)
     return Case(
@@ -303,8 +303,8 @@ def case_of(served: Served) -> Case | None:
         timestamp=served.timestamp,
         reward=served.reward,
         text=text[:CASE_CHARS],
-        signature=_signature(name, arguments, text),
-        done=done,
+        signature=signatures[-1],
+        done="; ".join(signatures),
         itemized=itemized,
         items=items,
         chose=f"{name}|{chosen}" if chosen else "",
@@ -607,8 +607,11 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
     since = rules.regime_start(rows, now, signatures)
     # A family decided item by item (or an ordered choice) that failed may have been the
     # right family with a wrong item: its failures are no evidence against the family.
-    confounded = [(ITEMS in r.outcome or CHOICE in r.outcome) and not r.scored for r in rows]
-    kept = [r for r, skip in zip(rows, confounded, strict=True) if r.block >= since and not skip]
+    kept = [
+        r
+        for r in rows
+        if r.block >= since and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
+    ]
     trees = rules.grow_each(kept, now, signatures)
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
