@@ -36,6 +36,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,13 @@ def _valid(scratch: Any, task: Any, actions: list[Any]) -> bool:
     return not any(str(scratch.step(action).observation).startswith("Error") for action in actions)
 
 
-def serve(bundle: Any, right: float | None, rng: random.Random) -> list[Served]:
+def serve(
+    bundle: Any, right: float | None, rng: random.Random, upto: int | None = None
+) -> list[Served]:
     """The serving stream played by the simulated agent: each episode's record and reward.
 
-    ``right`` None: fully random, each valid decision (the right one too) alike.
+    ``right`` None: fully random, each valid decision (the right one too) alike. ``upto``:
+    only the stream's first episodes (the decisions' pool is still the whole stream's).
     """
     from servelearnbench import agent, protocol
     from servelearnbench.engine.types import Action
@@ -94,7 +98,7 @@ def serve(bundle: Any, right: float | None, rng: random.Random) -> list[Served]:
     scratch = agent.new_env(bundle)  # where an alternative is tried before it is taken
     tools = {t["function"]["name"] for t in env.tools_info}
     served = []
-    for position, task in enumerate(serving):
+    for position, task in enumerate(serving[:upto]):
         env.reset(task)
         trace: list[dict[str, Any]] = []
 
@@ -175,24 +179,34 @@ def _oracle(task: Any) -> Ranker:
     return lambda text: [f"{action.name}({shown})"]
 
 
-def probe_scenario(name: str, right: float | None, seed: int) -> dict[str, Any]:
+def probe_scenario(
+    name: str,
+    right: float | None,
+    seed: int,
+    windows: Sequence[int] | None = None,
+    models: Sequence[str] = MODELS,
+) -> dict[str, Any]:
+    """Each of ``models`` on the tests of ``windows`` (all by default), after serving the stream
+    up to the last of those windows' boundaries."""
     from servelearnbench import agent, protocol, scenarios, scoring
 
     bundle = scenarios.get_bundle(name, fresh=True)
     domain = bundle["meta"]["domain"]
+    windows = range(scenarios.n_windows(bundle)) if windows is None else windows
     rng = random.Random(seed)
-    served = serve(bundle, right, rng)
+    last = max(protocol.stamp_test(bundle["test_set"](w), bundle["serving"], w) for w in windows)
+    served = serve(bundle, right, rng, upto=last // BLOCK * BLOCK)
     env = agent.new_env(bundle)
     required = required_parameters(env)
     serving = list(bundle["serving"])
     protocol.stamp_serving(serving)
     scores: dict[str, dict[str, list[float]]] = {
-        m: {"hidden": [], "fully_specified": []} for m in MODELS
+        m: {"hidden": [], "fully_specified": []} for m in models
     }
-    skipped: dict[str, int] = dict.fromkeys(MODELS, 0)
-    per_window: dict[str, list[float]] = {m: [] for m in MODELS}
+    skipped: dict[str, int] = dict.fromkeys(models, 0)
+    per_window: dict[str, list[float]] = {m: [] for m in models}
     fit_seconds: list[float] = []
-    for window in range(scenarios.n_windows(bundle)):
+    for window in windows:
         tests = bundle["test_set"](window)
         end = protocol.stamp_test(tests, bundle["serving"], window)
         version = end // BLOCK  # blocks learned by the window's boundary
@@ -206,16 +220,17 @@ def probe_scenario(name: str, right: float | None, seed: int) -> dict[str, Any]:
         def mwm(text: str, model: Any = model) -> list[str]:
             return [] if model is None else model.ranked(text)  # as wm ranks, items filled
 
-        rankers: dict[str, Ranker] = {
-            "majority": majority_ranker(cases),
-            "nearest success": nearest_success_ranker(cases),
-            "decision tree": tree_ranker(cases, version - 1),
-            "mwm": mwm,
+        made: dict[str, Callable[[], Ranker]] = {
+            "majority": lambda cases=cases: majority_ranker(cases),
+            "nearest success": lambda cases=cases: nearest_success_ranker(cases),
+            "decision tree": lambda cases=cases, now=version - 1: tree_ranker(cases, now),
+            "mwm": lambda mwm=mwm: mwm,
         }
-        window_rewards: dict[str, list[float]] = {m: [] for m in MODELS}
+        rankers = {m: made[m]() for m in models if m in made}  # only those asked for
+        window_rewards: dict[str, list[float]] = {m: [] for m in models}
         for task in tests:
             category = scoring.category(domain, (task.z or {}).get("slice"))
-            for model_name in MODELS:
+            for model_name in models:
                 rank = _oracle(task) if model_name == "oracle" else rankers[model_name]
                 played = play_test(env, task, rank, lookups, required)
                 reward = 0.0 if played.reward is None else played.reward
@@ -223,7 +238,7 @@ def probe_scenario(name: str, right: float | None, seed: int) -> dict[str, Any]:
                 scores[model_name][category].append(reward)
                 if category == "hidden":
                     window_rewards[model_name].append(reward)
-        for model_name in MODELS:
+        for model_name in models:
             rewards = window_rewards[model_name]
             per_window[model_name].append(100 * sum(rewards) / len(rewards) if rewards else 0.0)
     return {

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 ASYNC_TEST_TIMEOUT = float(os.environ.get("MW_TEST_TIMEOUT", "60"))
+SLOW_TEST_TIMEOUT = 600  # seconds; a slow test's hang guard unless it names its own
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -105,6 +106,10 @@ def _watchdog(
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            # A slow test does minutes of real work on a busy machine: its limit is a hang
+            # guard, never a measure of speed (bench/ measures that).
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT))
         if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
             assert item.get_closest_marker("anyio"), f"{item.nodeid}: mark the module anyio"
             marker = item.get_closest_marker("timeout")  # a slow test names its own limit

@@ -190,16 +190,18 @@ def _slb_run(out: Path, scenario: str, method: str, *extra: str) -> None:
 @pytest.mark.parametrize("method", ["blind", "oracle", "rag"])
 def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path: Path) -> None:
     """The benchmark's own runner and mw (on slb run's schedule), on the same deterministic
-    player: the same rows, a learning method's serving stream included."""
+    player: the same rows, a learning method's serving stream included. RAG plays window 0
+    only (its 84 stream episodes, then its tests): the smallest run that shows the point."""
     theirs = tmp_path / "slb.jsonl"
-    _slb_run(theirs, "banking_l1", method, "--windows", "0,1")
+    windows, split = ("0", "84") if method == "rag" else ("0,1", "168")
+    _slb_run(theirs, "banking_l1", method, "--windows", windows)
     done = mw("serve-learn", "run", "banking_l1", "--method", f"slb:{method}", "--dataset",
-              str(DATASET), "--runs", str(tmp_path), "--tag", "m", "--train-split", "168",
+              str(DATASET), "--runs", str(tmp_path), "--tag", "m", "--train-split", split,
               "--schedule", "slb", env={"MW_MODEL": "local/scripted"}, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     ours = tmp_path / "m" / "task" / "results" / f"banking_l1_{method}.jsonl"
     mine, slbs = _episodes(ours), _episodes(theirs)
-    assert len(slbs) == 41 + 47 + (168 if method == "rag" else 0)  # the tests (and stream)
+    assert len(slbs) == (41 + 84 if method == "rag" else 41 + 47)  # the tests (and stream)
     assert mine == slbs
     config, _ = _rows(ours)
     their_config, _ = _rows(theirs)
@@ -210,7 +212,7 @@ def test_slb_run_and_mw_give_row_for_row_the_same_episodes(method: str, tmp_path
         assert sum(v[1] for v in mine.values()) > 0
     if method == "rag":  # past cases were retrieved, from the state of the right block
         assert config["block_size"] == their_config["block_size"] == 12
-        assert sum(bool(v[3]) for v in mine.values()) > 100
+        assert sum(bool(v[3]) for v in mine.values()) > 60
 
 
 @needs_slb
