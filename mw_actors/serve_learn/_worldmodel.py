@@ -36,8 +36,8 @@ system prompt.
 The checkpoint is ``adapter.safetensors`` (each signature's evidence, and one
 metadata key, ``index``, holding the rules as JSON, so its bytes are stable
 across processes), ``cases.jsonl`` (the retrieval store) and ``card.md``.
-This module stands alone (with ``rules.py`` beside it; torch, safetensors and
-msgspec): the Codex learner's ``fit_adapter`` imports it inside the sandbox.
+This module stands alone (with ``rules.py`` and ``standins.py`` beside it; torch,
+safetensors and msgspec): the Codex learner's ``fit_adapter`` imports it inside the sandbox.
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ import msgspec
 
 try:
     from . import _rules as rules
-except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py
+    from . import _standins as standins
+except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py, standins.py
     import rules  # type: ignore[no-redef,import-not-found]
+    import standins  # type: ignore[no-redef,import-not-found]
 
 __all__ = [
     "Case",
@@ -326,6 +328,7 @@ class WorldModel:
         now: int = -1,
         items: dict[str, dict[str, rules.Node]] | None = None,
         choices: dict[str, rules.Node] | None = None,
+        as_cases: standins.ItemsAsCases | None = None,
     ) -> None:
         self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
@@ -334,6 +337,8 @@ class WorldModel:
         self.items = items or {}
         # Per family of ordered choices ("tool|argument"): when an item is the one chosen.
         self.choices = choices or {}
+        # Families whose items single cases decide better than the items' own rules.
+        self.as_cases = as_cases or standins.ItemsAsCases()
         self.evidence = evidence  # decayed weight of the episodes behind each signature
         self.cases = cases
         self.now = now
@@ -381,7 +386,31 @@ class WorldModel:
         order = [
             self.filled(s, query) for s in sorted(self.signatures, key=lambda s: (-estimate[s], s))
         ]
-        return sorted(order, key=lambda s: ITEMS in s or CHOICE in s)
+        order = sorted(order, key=lambda s: ITEMS in s or CHOICE in s)
+        chosen = self._chosen_as_cases(query)
+        return order if chosen is None else [chosen, *(s for s in order if s != chosen)]
+
+    def _plain(self, facts: dict[str, rules.Value]) -> str | None:
+        """The likeliest outcome of a single case (no items) with ``facts``."""
+        plain = [s for s in self.signatures if ITEMS not in s and CHOICE not in s]
+        chance = {s: self._path(s, facts)[-1].estimate.get(s, 0.0) for s in plain}
+        return max(sorted(chance), key=lambda s: chance[s]) if chance else None
+
+    def _chosen_as_cases(self, query: str) -> str | None:
+        """The outcome of an ordered choice decided through its items as single cases."""
+        for family in sorted(self.as_cases.go):
+            tool, argument = family.split("|")
+            shown = rules.items_of(_untimed(query), argument)
+            if not shown:
+                continue
+            ordinal, outcome = self.as_cases.choose(family, self.facts(query), shown, self._plain)
+            if not ordinal:
+                return outcome
+            for signature in self.signatures:
+                if signature.startswith(f"{tool}(") and f"{argument}={CHOICE}" in signature:
+                    taken = signature.replace(f"{argument}={CHOICE}", f"{argument}={ordinal}")
+                    return self.filled(taken, query)
+        return None
 
     def filled(self, signature: str, query: str) -> str:
         """``signature`` with its items decided for the case ``query`` describes, by their rules.
@@ -409,7 +438,10 @@ class WorldModel:
             case = self.facts(query)
             decided = []
             for ordinal, own in sorted(shown.items()):
-                best = rules.rank(trees, {**case, **own})
+                best = None
+                if family in self.as_cases.decisions:
+                    best = self.as_cases.decide(family, case, own, self._plain)
+                best = best or rules.rank(trees, {**case, **own})
                 decided.append({key: ordinal, **json.loads(best or "{}")})
             listed = json.dumps(decided, ensure_ascii=False)
             return signature.replace(f"{argument}={ITEMS}", f"{argument}={listed}")
@@ -479,6 +511,7 @@ class WorldModel:
             if said := _stated({CHOSEN: tree}, str):
                 heading = f"## `{tool}`: which `{argument}` (the first, in order, that is)"
                 lines += ["", heading, "", *said]
+        lines += _as_cases_lines(self.as_cases)
         changed = _changes(self.trees)
         if changed:
             lines += ["", "## Newest rules (the block each first scored from)", "", *changed[:5]]
@@ -508,6 +541,7 @@ class WorldModel:
                 for family, trees in self.items.items()
             },
             "choices": {family: tree.encode() for family, tree in self.choices.items()},
+            "as_cases": self.as_cases.encode(),
         }
         save_file(
             tensors,
@@ -543,7 +577,24 @@ class WorldModel:
             choices={
                 family: rules.Node.decode(tree) for family, tree in index.get("choices", {}).items()
             },
+            as_cases=standins.ItemsAsCases.decode(index.get("as_cases", {})),
         )
+
+
+def _as_cases_lines(found: standins.ItemsAsCases) -> list[str]:
+    """The card's sections on items decided as single cases are."""
+    lines = []
+    for family, outcome in sorted(found.go.items()):
+        tool, argument = family.split("|")
+        lines += ["", f"## `{tool}`: the first `{argument}` that a single case would `{outcome}`"]
+        lead = found.lead.get(family)
+        if lead:
+            lines += ["", f"When none would, the case goes as its {argument} {lead} would."]
+    for family, table in sorted(found.decisions.items()):
+        tool, argument, key = family.split("|")
+        lines += ["", f"## `{tool}`, each `{key}` of {argument} as a single case", ""]
+        lines += [f"- `{outcome}`: {decision}" for outcome, decision in sorted(table.items())]
+    return lines
 
 
 def _stated(trees: dict[str, rules.Node], shown: Callable[[str], str]) -> list[str]:
@@ -616,7 +667,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
-    return WorldModel(
+    model = WorldModel(
         vocabulary,
         signatures,
         trees,
@@ -626,6 +677,73 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         items=_fit_items(rows, cases, since, now),
         choices=_fit_choices(rows, cases, since, now),
     )
+    model.as_cases = _as_cases(model, rows, cases, since)
+    return model
+
+
+def _as_cases(
+    model: WorldModel, rows: list[rules.Row], cases: list[Case], since: int
+) -> standins.ItemsAsCases:
+    """What single cases decide of the items (:mod:`._standins`).
+
+    Kept for each family only where it decided the scored cases at least as well as the
+    items' own rules did.
+    """
+    scored = [
+        (row, case)
+        for row, case in zip(rows, cases, strict=True)
+        if row.scored and case.block >= since
+    ]
+    single = [row.facts for row, case in scored if not case.itemized and not case.chose]
+    families = {case.chose for _, case in scored if case.chose}
+    choices = []
+    for family in sorted(families):
+        argument = family.split("|")[1]
+        for row, case in scored:
+            shown = rules.items_of(case.text, argument)
+            if shown and (case.chose == family or not (case.chose or case.itemized)):
+                choices.append((family, row.facts, shown, case.choice, case.signature, case))
+    batches = []
+    for row, case in scored:
+        if case.itemized:
+            shown = rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1])
+            batches.append((case.itemized, row.facts, shown, case.items))
+    learned = standins.learn(single, [c[:5] for c in choices], batches, model._plain)
+    for family in list(learned.go):
+        mine = [c for c in choices if c[0] == family]
+        through = standins.agreement(
+            (learned.choose(family, facts, shown, model._plain), (chosen, None if chosen else sig))
+            for _, facts, shown, chosen, sig, _ in mine
+        )
+        own = standins.agreement((model.ranked(case.text)[0], _taken(case)) for *_, case in mine)
+        if through < own:
+            del learned.go[family]
+    for family in list(learned.decisions):
+        pairs = [
+            (facts, shown[o], decision)
+            for f, facts, shown, items in batches
+            if f == family
+            for o, decision in items
+            if o in shown
+        ]
+        through = standins.agreement(
+            (learned.decide(family, facts, own, model._plain), d) for facts, own, d in pairs
+        )
+        trees = model.items.get(family, {})
+        own_rules = standins.agreement(
+            (rules.rank(trees, {**facts, **own}), d) for facts, own, d in pairs
+        )
+        if through < own_rules:
+            del learned.decisions[family]
+    return learned
+
+
+def _taken(case: Case) -> str:
+    """The outcome a case took, its choice filled in (as ``ranked`` gives it)."""
+    if not case.chose:
+        return case.signature
+    argument = case.chose.split("|")[1]
+    return case.signature.replace(f"{argument}={CHOICE}", f"{argument}={case.choice}")
 
 
 def _fit_choices(

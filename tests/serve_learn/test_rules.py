@@ -109,9 +109,10 @@ def test_nothing_in_the_rules_names_a_domain() -> None:
     from pathlib import Path
 
     import mw_actors.serve_learn._probe as probe
+    import mw_actors.serve_learn._standins as standins
     import mw_actors.serve_learn._worldmodel as worldmodel
 
-    for module in (rules, worldmodel, probe):
+    for module in (rules, standins, worldmodel, probe):
         source = Path(str(module.__file__)).read_text().lower()
         for word in ("bank", "retail", "pitch", "merchant", "payee", "refund", "order_id"):
             assert word not in source, (module.__name__, word)
@@ -221,3 +222,61 @@ def test_an_ordered_choice_learns_which_item_passes_and_picks_the_first_that_doe
     with tempfile.TemporaryDirectory() as out:
         model.save(Path(out), 8)
         assert WorldModel.load(Path(out)).ranked(query([800.0, 300.0, 100.0])) == ["execute(leg=2)"]
+
+
+def _legs_or_deny(n: int, block: int, amounts: list[float], right: bool) -> Served:
+    """Legs in order: execute the first at most 500, else decide the case as leg 1 (deny)."""
+    legs = [{"leg": i + 1, "amount": a} for i, a in enumerate(amounts)]
+    wanted = next((x["leg"] for x in legs if x["amount"] <= 500), 0)
+    taken = wanted if right else (1 if wanted != 1 else 2)
+    acted = (
+        {"name": "execute", "args": {"case_id": f"CASE-{1000 + n}", "leg": taken}}
+        if taken
+        else {"name": "decide", "args": {"case_id": f"CASE-{1000 + n}", "decision": "deny"}}
+    )
+    instruction = f"Current timestamp: {n + 1}\n\nDecide case CASE-{1000 + n}, leg by leg."
+    trace = [
+        {"kind": "tool", "name": "get_case", "args": {"case_id": f"CASE-{1000 + n}"},
+         "obs": json.dumps({"case_id": f"CASE-{1000 + n}", "legs": legs})},
+        {"kind": "tool", "obs": "ok", **acted},
+        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
+    ]  # fmt: skip
+    reward = float(taken == wanted)
+    return Served(block=block, task_id=f"l{n}", timestamp=n + 1, instruction=instruction,
+                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+
+
+def test_the_items_of_a_rare_choice_are_decided_as_the_many_single_cases_are() -> None:
+    """Single requests (approve up to 500, deny above) are many; cases that list legs of the
+    same requests are rare, too few for the legs' own rules. Each leg stands in for a single
+    case: the first leg a single case would approve is executed, and a case none of whose
+    legs goes is denied, as its first leg would be."""
+    rng = random.Random(9)
+    served = []
+    for n in range(120):
+        if n % 12 == 5:  # one case with legs per block, served right 2 times in 3
+            amounts = [rng.choice([200.0, 450.0, 700.0, 900.0]) for _ in range(3)]
+            served.append(_legs_or_deny(n, n // 12, amounts, right=n % 36 != 5))
+            continue
+        amount = round(rng.uniform(50, 1000), 2)
+        wanted = "approve" if amount <= 500 else "deny"
+        taken = wanted if rng.random() < 0.8 else ("deny" if wanted == "approve" else "approve")
+        served.append(_served(n, n // 12, {"amount": amount}, taken, float(taken == wanted)))
+    model = fit(served, now=9)
+
+    def query(amounts: list[float]) -> str:
+        legs = [{"leg": i + 1, "amount": a} for i, a in enumerate(amounts)]
+        return "Decide case CASE-9999.\n" + json.dumps({"case_id": "CASE-9999", "legs": legs})
+
+    cases = [([800.0, 300.0, 100.0], "execute(leg=2)"),
+             ([950.0, 800.0, 250.0], "execute(leg=3)"),
+             ([100.0, 300.0, 800.0], "execute(leg=1)"),
+             ([950.0, 800.0, 700.0], "decide(decision=deny)")]  # fmt: skip
+    assert [model.ranked(query(legs))[0] for legs, _ in cases] == [want for _, want in cases]
+    assert model.as_cases.go == {"execute|leg": "decide(decision=approve)"}
+    card = model.card(10)
+    assert "`execute`: the first `leg` that a single case would `decide(decision=approve)`" in card
+    with tempfile.TemporaryDirectory() as out:
+        model.save(Path(out), 10)
+        loaded = WorldModel.load(Path(out))
+        assert [loaded.ranked(query(legs))[0] for legs, _ in cases] == [w for _, w in cases]

@@ -1,0 +1,231 @@
+"""An item as a case of its own: what the single cases teach about a case's items.
+
+A case may list items and decide them in one action: a batch decided line by line
+(``decide(decisions=[...])``), or an ordered choice (``execute(leg=2)``: the first
+of the legs, in order, that may go ahead). Such cases are few, and half of them
+may be served wrong, so the items' own rules (:mod:`._worldmodel`) learn slowly.
+Single cases, one request each, are many: their rules often decide an item too.
+
+**The stand-in.** An item stands in for a single case: the case's facts, with the
+item's in place of those they name. An item's fact names the single case's fact
+of the same name (``item.amount`` is ``case.amount``; ``item.owner_age_days``
+is ``owner.age_days``). The text's figures are those of the whole case: they
+are left out, and ``figure.1`` or ``figure.max`` is the item's value of the fact
+that a single case's figure usually equals.
+
+**What the stand-in's outcome means** is learned from the cases that scored:
+- in an ordered choice, the single outcome that the chosen items get (``approve``)
+  is the one that lets an item go; the case takes the first item that gets it;
+  where none does, it takes the outcome of the item whose outcome the scored
+  cases took (the first leg's, say);
+- in a batch, each single outcome stands for the item decision it came with most.
+
+**Chosen by measurement.** A family is decided through stand-ins only where that
+decided the scored cases at least as well as the items' own rules did.
+
+Nothing here names a domain, a tool or a field.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    from . import _rules as rules
+except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py
+    import rules  # type: ignore[no-redef,import-not-found]
+
+__all__ = ["ItemsAsCases", "agreement", "learn", "stand_in"]
+
+Facts = dict[str, rules.Value]
+Plain = Callable[[Facts], "str | None"]  # a single case's likeliest outcome
+# A scored case listing a choice's items: family, case facts, items, the item chosen (0 if
+# none was) and the outcome the case took.
+Choice = tuple[str, Facts, dict[int, Facts], int, str]
+# A scored batch: family, case facts, items, each item's decision.
+Batch = tuple[str, Facts, dict[int, Facts], list[tuple[int, str]]]
+FIGURES = ("figure.1", "figure.max")
+ITEM = "item."
+
+
+def _bare(name: str) -> str:
+    """A single case's fact as an item would name it.
+
+    ``case.amount`` -> ``amount``, ``owner.age_days`` -> ``owner_age_days``.
+    """
+    head, _, rest = name.partition(".")
+    return (rest if head == "case" else name).replace(".", "_")
+
+
+def fact_names(single: Iterable[str], items: Iterable[str]) -> dict[str, str]:
+    """Each item fact that names a single case's fact (the same name; else the one it begins)."""
+    bare: dict[str, list[str]] = {}
+    for name in sorted(single):
+        if not name.startswith(("figure.", "word:")):
+            bare.setdefault(_bare(name), []).append(name)
+    named = {}
+    for item in sorted(set(items)):
+        own = item[len(ITEM) :].replace(".", "_")
+        exact = bare.get(own, [])
+        begun = [n for b, ns in bare.items() if b.startswith(own + "_") for n in ns]
+        found = exact if len(exact) == 1 else begun if not exact and len(begun) == 1 else []
+        if found:
+            named[item] = found[0]
+    return named
+
+
+def figure_names(rows: Sequence[dict[str, rules.Value]]) -> dict[str, str]:
+    """For each of the text's figures, the fact it equals in most single cases (if most)."""
+    out = {}
+    for figure in FIGURES:
+        equal: Counter[str] = Counter()
+        seen = 0
+        for facts in rows:
+            value = facts.get(figure)
+            if value is None:
+                continue
+            seen += 1
+            for name, other in facts.items():
+                if other == value and not name.startswith(("figure.", "word:")):
+                    equal[name] += 1
+        best = equal.most_common(1)
+        if best and best[0][1] * 2 > seen:
+            out[figure] = best[0][0]
+    return out
+
+
+@dataclass
+class ItemsAsCases:
+    """What single cases decide of items: fact names, and per family what an outcome means."""
+
+    facts: dict[str, str] = field(default_factory=dict)  # item fact -> single case's fact
+    figures: dict[str, str] = field(default_factory=dict)  # figure -> the fact it equals
+    go: dict[str, str] = field(default_factory=dict)  # choice family -> the outcome that goes
+    lead: dict[str, int] = field(default_factory=dict)  # choice family -> item when none goes
+    decisions: dict[str, dict[str, str]] = field(default_factory=dict)  # batch: outcome -> item
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "facts": self.facts,
+            "figures": self.figures,
+            "go": self.go,
+            "lead": self.lead,
+            "decisions": self.decisions,
+        }
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> ItemsAsCases:
+        return cls(
+            facts=dict(data.get("facts", {})),
+            figures=dict(data.get("figures", {})),
+            go=dict(data.get("go", {})),
+            lead={k: int(v) for k, v in data.get("lead", {}).items()},
+            decisions={k: dict(v) for k, v in data.get("decisions", {}).items()},
+        )
+
+    def stand_in(
+        self, case: dict[str, rules.Value], item: dict[str, rules.Value]
+    ) -> dict[str, rules.Value]:
+        return stand_in(case, item, self.facts, self.figures)
+
+    def choose(
+        self,
+        family: str,
+        case: dict[str, rules.Value],
+        shown: dict[int, dict[str, rules.Value]],
+        plain: Plain,
+    ) -> tuple[int, str | None]:
+        """(the item chosen, 0 if none; else the outcome the case takes, or None)."""
+        outcomes = {o: plain(self.stand_in(case, own)) for o, own in sorted(shown.items())}
+        for ordinal, outcome in outcomes.items():
+            if outcome == self.go[family]:
+                return ordinal, None
+        lead = self.lead.get(family, 0)
+        return 0, outcomes.get(lead) if lead else None
+
+    def decide(
+        self, family: str, case: dict[str, rules.Value], item: dict[str, rules.Value], plain: Plain
+    ) -> str | None:
+        """An item's decision (JSON, as the items' rules give it), or None."""
+        outcome = plain(self.stand_in(case, item))
+        return None if outcome is None else self.decisions[family].get(outcome)
+
+
+def stand_in(
+    case: dict[str, rules.Value],
+    item: dict[str, rules.Value],
+    facts: dict[str, str],
+    figures: dict[str, str],
+) -> dict[str, rules.Value]:
+    """The single case an item stands for: the case's facts, the item's in their place."""
+    out = {k: v for k, v in case.items() if not k.startswith("figure.")}
+    for name, value in item.items():
+        if name in facts:
+            out[facts[name]] = value
+    for figure, name in figures.items():
+        if name in out and any(facts.get(n) == name for n in item):
+            out[figure] = out[name]
+    return out
+
+
+def learn(
+    single: Sequence[dict[str, rules.Value]],
+    choices: Sequence[Choice],
+    batches: Sequence[Batch],
+    plain: Plain,
+) -> ItemsAsCases:
+    """What the scored cases say a stand-in's outcome means.
+
+    ``single``: the facts of single cases. ``choices``: (family, case facts, items, the item
+    chosen or 0, the outcome when none was) of scored cases listing a choice's items.
+    ``batches``: (family, case facts, items, each item's decision) of scored batches.
+    """
+    shown_items = [c[2] for c in choices] + [b[2] for b in batches]
+    item_names = {name for shown in shown_items for own in shown.values() for name in own}
+    found = ItemsAsCases(
+        facts=fact_names({k for facts in single for k in facts}, item_names),
+        figures=figure_names(single),
+    )
+    if not found.facts:
+        return found
+    by: dict[str, list[Choice]] = {}
+    for row in choices:
+        by.setdefault(row[0], []).append(row)
+    for family, rows in by.items():
+        went: Counter[str] = Counter()
+        for _, case, shown, chosen, _ in rows:
+            if chosen in shown:
+                outcome = plain(found.stand_in(case, shown[chosen]))
+                if outcome is not None:
+                    went[outcome] += 1
+        if not went:
+            continue
+        found.go[family] = went.most_common(1)[0][0]
+        led: Counter[int] = Counter()
+        for _, case, shown, chosen, outcome in rows:
+            if not chosen:
+                for ordinal, own in shown.items():
+                    led[ordinal] += plain(found.stand_in(case, own)) == outcome
+        if led:
+            found.lead[family] = max(sorted(led), key=lambda o: led[o])
+    decided: dict[str, Counter[tuple[str, str]]] = {}
+    for family, case, shown, items in batches:
+        for ordinal, decision in items:
+            if ordinal in shown:
+                outcome = plain(found.stand_in(case, shown[ordinal]))
+                if outcome is not None:
+                    decided.setdefault(family, Counter())[outcome, decision] += 1
+    for family, pairs in decided.items():
+        table: dict[str, str] = {}
+        for (outcome, decision), _ in pairs.most_common():
+            table.setdefault(outcome, decision)
+        found.decisions[family] = table
+    return found
+
+
+def agreement(pairs: Iterable[tuple[Any, Any]]) -> float:
+    pairs = list(pairs)
+    return sum(a == b for a, b in pairs) / len(pairs) if pairs else 0.0
