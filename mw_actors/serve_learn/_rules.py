@@ -60,6 +60,7 @@ MIN_LEAF = 2  # successes on each side of a split
 MAX_DEPTH = 8
 MAX_CATEGORIES = 16  # a category with more values is a name (a person, a firm, a month)
 MIN_NAME = 4  # cases on the named side of a split on a name
+NAME_WEIGHT = 0.5  # of a name's gain: a rule on one name reaches no case of another
 CHI2_MIN = 6.63  # a split must be this sure (chi-squared, p < 0.01 at one degree of freedom)
 
 
@@ -307,14 +308,16 @@ def _split(
             consider(gain, key, "<=", (value + following) / 2)
         # A category of many values is a name (a person, a firm, a month): a rule on one
         # of them needs more evidence than a rule on a kind.
-        least = MIN_NAME if len(_values.get(key, ())) > MAX_CATEGORIES else MIN_LEAF
+        named = len(_values.get(key, ())) > MAX_CATEGORIES
+        least = MIN_NAME if named else MIN_LEAF
         categories = groups.get(key, {})
         for category in sorted(categories):
             size = sizes[key][category]
             if size < least or len(wins) - size < MIN_LEAF:
                 continue
             gain = base - _gini(categories[category]) - _gini(_minus(total, categories[category]))
-            consider(gain, key, "=", category)
+            weak = named or key.startswith("word:")
+            consider(gain * (NAME_WEIGHT if weak else 1.0), key, "=", category)
     return None if best is None else best[1:]
 
 

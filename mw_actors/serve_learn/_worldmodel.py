@@ -42,6 +42,7 @@ safetensors and msgspec): the Codex learner's ``fit_adapter`` imports it inside 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -84,6 +85,8 @@ CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into ever
 ITEMS = "[...]"  # in a signature: a list decided item by item, filled for the case at hand
 CHOICE = "<item>"  # in a signature: which of the case's numbered items, filled for the case
 ITEM_GATE = 3.84  # an item's rule needs p < 0.05: items learn from scored cases only, few
+LIKELY = 0.5  # an outcome whose rule gives it this chance fires for the case
+MIN_SHARED = 2  # scored cases that the rules firing together must share to be re-estimated
 CHOSEN, PASSED = "chosen", "passed over"  # an item of an ordered choice, before the one chosen
 
 
@@ -343,6 +346,7 @@ class WorldModel:
         self.cases = cases
         self.now = now
         self._docs = [tokenize(c.text) for c in cases]
+        self._facts: list[rules.Row] | None = None  # the cases' facts, read when first asked
         self._categories = sorted(
             {
                 (n.fact, n.value)
@@ -368,9 +372,55 @@ class WorldModel:
         return facts
 
     def estimate(self, query: str) -> dict[str, float]:
-        """The estimated chance that each signature scores, for a case described by ``query``."""
+        """The estimated chance that each signature scores, for a case described by ``query``.
+
+        Each outcome's rule says when it scores, over the cases its tree saw. Two rules
+        that both fire speak of different sets of cases: a broad one (``approve`` when
+        domestic) and a narrow exception (``deny`` for one kind, one grade). Where more
+        than one fires, the likely outcomes are estimated again on the served cases of
+        the narrowest rule that fires: the exception is judged where it applies.
+        """
         facts = self.facts(query)
-        return {s: self._path(s, facts)[-1].estimate.get(s, 0.0) for s in self.signatures}
+        paths = {s: self._path(s, facts) for s in self.signatures}
+        estimate = {s: path[-1].estimate.get(s, 0.0) for s, path in paths.items()}
+        likely = [s for s in self.signatures if estimate[s] >= LIKELY]
+        if len(likely) < 2:
+            return estimate
+        regions = []
+        for s in likely:
+            tests = [(node, after is node.yes) for node, after in itertools.pairwise(paths[s])]
+            held = [r for r in self._rows() if all(n.holds(r.facts) == yes for n, yes in tests)]
+            if sum(r.scored for r in held) >= MIN_SHARED:
+                regions.append((len(held), s, held))
+        if not regions:
+            return estimate
+        _, _, rows = min(regions, key=lambda region: region[:2])
+        latest = max(row.block for row in rows)
+        won: dict[str, float] = {}
+        lost: dict[str, float] = {}
+        for row in rows:
+            weight = rules.LEAF_DECAY ** (latest - row.block)
+            into = won if row.scored else lost
+            into[row.outcome] = into.get(row.outcome, 0.0) + weight
+        scored = sum(won.values())
+        for s in likely:
+            mine = won.get(s, 0.0)
+            against = lost.get(s, 0.0) + scored - mine
+            estimate[s] = (mine + rules.SMOOTHING * estimate[s]) / (
+                mine + against + rules.SMOOTHING
+            )
+        return estimate
+
+    def _rows(self) -> list[rules.Row]:
+        """The served cases as the rules saw them (a failed item or choice family left out)."""
+        if self._facts is None:
+            self._facts = [
+                rules.Row(rules.facts_of(c.text, self.vocabulary), c.signature,
+                          c.reward >= SCORED, c.block)
+                for c in self.cases
+                if c.reward >= SCORED or (ITEMS not in c.signature and CHOICE not in c.signature)
+            ]  # fmt: skip
+        return self._facts
 
     def _path(self, signature: str, facts: dict[str, rules.Value]) -> list[rules.Node]:
         tree = self.trees.get(signature)
@@ -656,12 +706,17 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         for c in cases
     ]
     since = rules.regime_start(rows, now, signatures)
+    # Evidence from before a change is set aside where the outcome scored since: its rule
+    # is learned again. An outcome that has not scored since (a rare exception) keeps its
+    # evidence: nothing recent refutes it.
+    renewed = {r.outcome for r in rows if r.block >= since and r.scored}
     # A family decided item by item (or an ordered choice) that failed may have been the
     # right family with a wrong item: its failures are no evidence against the family.
     kept = [
         r
         for r in rows
-        if r.block >= since and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
+        if (r.block >= since or r.outcome not in renewed)
+        and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
     ]
     trees = rules.grow_each(kept, now, signatures)
     evidence = [
