@@ -282,3 +282,70 @@ def test_the_items_of_a_rare_choice_are_decided_as_the_many_single_cases_are() -
         model.save(Path(out), 10)
         loaded = WorldModel.load(Path(out))
         assert [loaded.ranked(query(legs))[0] for legs, _ in cases] == [w for _, w in cases]
+
+
+def test_a_rule_on_kinds_is_learned_where_a_rule_on_names_fits_the_cases_seen() -> None:
+    """Gift shops (each with its own name) deny a basic account and approve a verified one;
+    other shops approve. The basic accounts came with two of the gift shops: a rule on
+    those names fits the served cases as well, and reaches no new shop. The rule on the
+    kind and the grade does."""
+    rng = random.Random(4)
+    gift = ["Vault", "Token", "Prepaid", "Cardnest"]
+    others = [f"Shop{chr(65 + i)}" for i in range(20)]
+    served = []
+    for n in range(144):
+        is_gift = n % 3 == 0
+        name = rng.choice(gift if is_gift else others)
+        # As it happened, the basic accounts came with two of the gift shops.
+        grade = (
+            ("basic" if name in gift[:2] else "verified")
+            if is_gift
+            else rng.choice(["basic", "verified"])
+        )
+        facts = {"shop": {"shop_id": f"SHP-{100 + (gift + others).index(name)}", "name": name,
+                          "kind": "gift" if is_gift else "other"},
+                 "account": {"account_id": f"ACC-{n + 100}", "grade": grade}}  # fmt: skip
+        wanted = "deny" if is_gift and grade == "basic" else "approve"
+        taken = wanted if rng.random() < 0.5 else ("approve" if wanted == "deny" else "deny")
+        served.append(_served(n, n // 12, facts, taken, float(taken == wanted)))
+    model = fit(served, now=11)
+
+    def query(name: str, kind: str, grade: str) -> str:
+        shown = {"case_id": "CASE-9999", "shop": {"shop_id": "SHP-999", "name": name,
+                 "kind": kind}, "account": {"account_id": "ACC-9", "grade": grade}}  # fmt: skip
+        return "Decide case CASE-9999.\n" + json.dumps(shown)
+
+    assert model.ranked(query("Newgift", "gift", "basic"))[0] == "decide(decision=deny)"
+    assert model.ranked(query("Newgift", "gift", "verified"))[0] == "decide(decision=approve)"
+    assert model.ranked(query("Newshop", "other", "basic"))[0] == "decide(decision=approve)"
+
+
+def test_a_broad_rule_and_an_exception_that_both_fire_are_judged_where_it_applies() -> None:
+    """``approve`` when the amount is small (its rule never looked at the kind of shop) and
+    ``deny`` for a gift shop and a basic account both fire on a small gift purchase from a
+    basic account. The served cases the exception speaks of were all denied: it wins."""
+    served = []
+    for n in range(48):
+        gift = n % 4 == 0
+        facts = {"amount": 100.0 + n, "kind": "gift" if gift else "other",
+                 "grade": "basic" if gift or n % 3 else "verified"}  # fmt: skip
+        taken = "deny" if gift else "approve"
+        served.append(_served(n, n // 12, facts, taken, 1.0))
+    approve, deny = "decide(decision=approve)", "decide(decision=deny)"
+    leaf = rules.Node
+    small = leaf(fact="case.amount", op="<=", value=500.0,
+                 yes=leaf(estimate={approve: 0.99}), no=leaf(estimate={approve: 0.2}))  # fmt: skip
+    basic = leaf(fact="case.grade", op="=", value="basic",
+                 yes=leaf(estimate={deny: 0.9}), no=leaf(estimate={deny: 0.1}))  # fmt: skip
+    exception = leaf(fact="case.kind", op="=", value="gift", yes=basic,
+                     no=leaf(estimate={deny: 0.01}))  # fmt: skip
+    cases = [c for c in map(case_of, served) if c is not None]
+    model = WorldModel([], [approve, deny], {approve: small, deny: exception}, [1.0, 1.0], cases)
+    query = "Decide case CASE-9999.\n" + json.dumps(
+        {"case_id": "CASE-9999", "amount": 120.0, "kind": "gift", "grade": "basic"}
+    )
+    assert model.ranked(query)[0] == deny
+    estimate = model.estimate(query)
+    assert estimate[deny] > 0.9 > 0.1 > estimate[approve]  # on the 12 gift cases: all denied
+    other = query.replace('"gift"', '"other"')
+    assert model.ranked(other)[0] == approve  # the exception does not fire: the broad rule
