@@ -349,3 +349,32 @@ def test_a_broad_rule_and_an_exception_that_both_fire_are_judged_where_it_applie
     assert estimate[deny] > 0.9 > 0.1 > estimate[approve]  # on the 12 gift cases: all denied
     other = query.replace('"gift"', '"other"')
     assert model.ranked(other)[0] == approve  # the exception does not fire: the broad rule
+
+
+def test_a_change_in_one_policy_keeps_the_rules_that_nothing_since_refutes() -> None:
+    """The limit falls from 650 to 300 at block 9: the rules are learned again from there.
+    Gift purchases from basic accounts, denied all along, last came at block 5: nothing
+    since refutes that rule, and it holds."""
+    rng = random.Random(6)
+    served = []
+    for n in range(144):
+        block, gift = n // 12, n % 6 == 0 and n < 72
+        amount = round(rng.uniform(50, 1000), 2)
+        limit = 650 if block < 9 else 300
+        facts = {"amount": amount, "kind": "gift" if gift else "other",
+                 "grade": "basic" if gift or n % 2 else "verified"}  # fmt: skip
+        wanted = "deny" if gift else "approve" if amount <= limit else "escalate"
+        taken = wanted if rng.random() < 0.7 else rng.choice(["deny", "approve", "escalate"])
+        served.append(_served(n, block, facts, taken, float(taken == wanted)))
+    rows = [rules.Row(rules.facts_of(c.text), c.signature, c.reward >= 0.5, c.block)
+            for c in map(case_of, served) if c is not None]  # fmt: skip
+    assert rules.regime_start(rows, 11, sorted({r.outcome for r in rows})) >= 6  # a change
+    model = fit(served, now=11)
+
+    def query(amount: float, kind: str) -> str:
+        shown = {"case_id": "CASE-9999", "amount": amount, "kind": kind, "grade": "basic"}
+        return "Decide case CASE-9999.\n" + json.dumps(shown)
+
+    assert model.ranked(query(200.0, "gift"))[0] == "decide(decision=deny)"
+    assert model.ranked(query(500.0, "other"))[0] == "decide(decision=escalate)"  # the new limit
+    assert model.ranked(query(200.0, "other"))[0] == "decide(decision=approve)"
