@@ -530,6 +530,10 @@ class WorldModel:
         if len(ranked) > 1:
             lines.append("others: " + "; ".join(f"{s} {estimate[s]:.2f}" for s in ranked[1:5]))
         lines.append("rule: " + _rule_line(path, best))
+        chosen = self._chosen_as_cases(query)
+        if chosen is not None and chosen != shown:  # the items decided as single cases are
+            lines.insert(0, f"best: {chosen} (its items decided as single cases are)")
+            lines[1] = "next: " + lines[1].removeprefix("best: ")
         found = self.similar(query)
         if found:
             lines.append("similar past cases:")

@@ -276,6 +276,8 @@ def test_the_items_of_a_rare_choice_are_decided_as_the_many_single_cases_are() -
              ([950.0, 800.0, 700.0], "decide(decision=deny)")]  # fmt: skip
     assert [model.ranked(query(legs))[0] for legs, _ in cases] == [want for _, want in cases]
     assert model.as_cases.go == {"execute|leg": "decide(decision=approve)"}
+    for legs, want in cases:  # wm answers as the ranking does
+        assert model.answer(query(legs)).startswith(f"best: {want} "), model.answer(query(legs))
     card = model.card(10)
     assert "`execute`: the first `leg` that a single case would `decide(decision=approve)`" in card
     with tempfile.TemporaryDirectory() as out:
