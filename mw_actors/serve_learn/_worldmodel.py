@@ -766,8 +766,10 @@ def _as_cases(
     for row, case in scored:
         if case.itemized:
             shown = rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1])
-            batches.append((case.itemized, row.facts, shown, case.items))
-    learned = standins.learn(single, [c[:5] for c in choices], batches, model._plain)
+            batches.append((case.itemized, row.facts, shown, case.items, case.block))
+    learned = standins.learn(
+        single, [c[:5] for c in choices], [b[:4] for b in batches], model._plain
+    )
     for family in list(learned.go):
         mine = [c for c in choices if c[0] == family]
         through = standins.agreement(
@@ -779,20 +781,29 @@ def _as_cases(
             del learned.go[family]
     for family in list(learned.decisions):
         pairs = [
-            (facts, shown[o], decision)
-            for f, facts, shown, items in batches
+            (facts, shown[o], decision, block)
+            for f, facts, shown, items, block in batches
             if f == family
             for o, decision in items
             if o in shown
         ]
         through = standins.agreement(
-            (learned.decide(family, facts, own, model._plain), d) for facts, own, d in pairs
+            (learned.decide(family, facts, own, model._plain), d) for facts, own, d, _ in pairs
         )
-        trees = model.items.get(family, {})
-        own_rules = standins.agreement(
-            (rules.rank(trees, {**facts, **own}), d) for facts, own, d in pairs
-        )
-        if through < own_rules:
+        # The items' own rules are judged held out: fitted on the even blocks, asked about
+        # the odd ones, and the other way round (in sample, they would always fit).
+        judged = []
+        for parity in (0, 1):
+            other = [(r, c) for r, c in zip(rows, cases, strict=True) if c.block % 2 != parity]
+            trees = _fit_items([r for r, _ in other], [c for _, c in other], since, model.now).get(
+                family, {}
+            )
+            judged += [
+                (rules.rank(trees, {**facts, **own}), d)
+                for facts, own, d, block in pairs
+                if block % 2 == parity
+            ]
+        if through < standins.agreement(judged):
             del learned.decisions[family]
     return learned
 
