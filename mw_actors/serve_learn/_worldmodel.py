@@ -46,7 +46,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +332,8 @@ class WorldModel:
         items: dict[str, dict[str, rules.Node]] | None = None,
         choices: dict[str, rules.Node] | None = None,
         as_cases: standins.ItemsAsCases | None = None,
+        since: int = 0,
+        renewed: Sequence[str] = (),
     ) -> None:
         self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
@@ -347,6 +349,10 @@ class WorldModel:
         self.now = now
         self._docs = [tokenize(c.text) for c in cases]
         self._facts: list[rules.Row] | None = None  # the cases' facts, read when first asked
+        # Where the rules' evidence starts (a detected change), for the outcomes that
+        # scored since; the others keep all of theirs.
+        self.since = since
+        self.renewed = sorted(renewed)
         self._categories = sorted(
             {
                 (n.fact, n.value)
@@ -412,14 +418,14 @@ class WorldModel:
         return estimate
 
     def _rows(self) -> list[rules.Row]:
-        """The served cases as the rules saw them (a failed item or choice family left out)."""
+        """The served cases as the rules saw them (:func:`_evidence`)."""
         if self._facts is None:
-            self._facts = [
+            rows = [
                 rules.Row(rules.facts_of(c.text, self.vocabulary), c.signature,
                           c.reward >= SCORED, c.block)
                 for c in self.cases
-                if c.reward >= SCORED or (ITEMS not in c.signature and CHOICE not in c.signature)
             ]  # fmt: skip
+            self._facts = _evidence(rows, self.since, set(self.renewed))
         return self._facts
 
     def _path(self, signature: str, facts: dict[str, rules.Value]) -> list[rules.Node]:
@@ -589,6 +595,8 @@ class WorldModel:
             "vocabulary": self.vocabulary,
             "signatures": self.signatures,
             "now": self.now,
+            "since": self.since,
+            "renewed": self.renewed,
             "rules": {signature: tree.encode() for signature, tree in self.trees.items()},
             "items": {
                 family: {decision: tree.encode() for decision, tree in trees.items()}
@@ -624,6 +632,8 @@ class WorldModel:
             evidence,
             cases,
             now=int(index.get("now", -1)),
+            since=int(index.get("since", 0)),
+            renewed=index.get("renewed", []),
             items={
                 family: {decision: rules.Node.decode(tree) for decision, tree in trees.items()}
                 for family, trees in index.get("items", {}).items()
@@ -710,19 +720,8 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         for c in cases
     ]
     since = rules.regime_start(rows, now, signatures)
-    # Evidence from before a change is set aside where the outcome scored since: its rule
-    # is learned again. An outcome that has not scored since (a rare exception) keeps its
-    # evidence: nothing recent refutes it.
     renewed = {r.outcome for r in rows if r.block >= since and r.scored}
-    # A family decided item by item (or an ordered choice) that failed may have been the
-    # right family with a wrong item: its failures are no evidence against the family.
-    kept = [
-        r
-        for r in rows
-        if (r.block >= since or r.outcome not in renewed)
-        and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
-    ]
-    trees = rules.grow_each(kept, now, signatures)
+    trees = rules.grow_each(_evidence(rows, since, renewed), now, signatures)
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
@@ -735,9 +734,28 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         now=now,
         items=_fit_items(rows, cases, since, now),
         choices=_fit_choices(rows, cases, since, now),
+        since=since,
+        renewed=sorted(renewed),
     )
     model.as_cases = _as_cases(model, rows, cases, since)
     return model
+
+
+def _evidence(rows: list[rules.Row], since: int, renewed: set[str]) -> list[rules.Row]:
+    """The rows the outcomes' rules learn from.
+
+    Evidence from before a change (``since``) is set aside where the outcome scored
+    since (``renewed``): its rule is learned again. An outcome that has not (a rare
+    exception) keeps its evidence: nothing recent refutes it. A family decided item by
+    item (or an ordered choice) that failed may have been the right family with a wrong
+    item: its failures are no evidence against the family.
+    """
+    return [
+        r
+        for r in rows
+        if (r.block >= since or r.outcome not in renewed)
+        and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
+    ]
 
 
 def _as_cases(

@@ -380,3 +380,9 @@ def test_a_change_in_one_policy_keeps_the_rules_that_nothing_since_refutes() -> 
     assert model.ranked(query(200.0, "gift"))[0] == "decide(decision=deny)"
     assert model.ranked(query(500.0, "other"))[0] == "decide(decision=escalate)"  # the new limit
     assert model.ranked(query(200.0, "other"))[0] == "decide(decision=approve)"
+    with tempfile.TemporaryDirectory() as out:  # where the evidence starts survives a checkpoint
+        model.save(Path(out), 12)
+        loaded = WorldModel.load(Path(out))
+        assert (loaded.since, loaded.renewed) == (model.since, model.renewed) != (0, [])
+        for amount, kind in ((200.0, "gift"), (500.0, "other"), (200.0, "other")):
+            assert loaded.estimate(query(amount, kind)) == model.estimate(query(amount, kind))
