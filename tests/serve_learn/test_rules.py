@@ -25,17 +25,30 @@ def test_facts_keep_numbers_paths_and_kinds_never_ids() -> None:
     assert "170299" not in json.dumps(facts)  # which case it is never becomes a fact
 
 
-def _served(n: int, block: int, facts: dict[str, Any], decision: str, reward: float) -> Served:
-    instruction = f"Current timestamp: {n + 1}\n\nDecide case CASE-{1000 + n}."
+def _episode(
+    n: int,
+    block: int,
+    instruction: str,
+    looked: tuple[str, dict[str, Any], dict[str, Any]],
+    acted: tuple[str, dict[str, Any]],
+    reward: float,
+) -> Served:
+    """A served episode: one look-up (tool, arguments, what it found), one act, finish."""
     trace = [
-        {"kind": "tool", "name": "get_case", "args": {"case_id": f"CASE-{1000 + n}"},
-         "obs": json.dumps({"case_id": f"CASE-{1000 + n}", **facts})},
-        {"kind": "tool", "name": "decide", "obs": "ok",
-         "args": {"case_id": f"CASE-{1000 + n}", "decision": decision}},
+        {"kind": "tool", "name": looked[0], "args": looked[1], "obs": json.dumps(looked[2])},
+        {"kind": "tool", "name": acted[0], "args": acted[1], "obs": "ok"},
         {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
-    ]  # fmt: skip
+    ]
     return Served(block=block, task_id=f"t{n}", timestamp=n + 1, instruction=instruction,
                   reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+
+
+def _served(n: int, block: int, facts: dict[str, Any], decision: str, reward: float) -> Served:
+    case = {"case_id": f"CASE-{1000 + n}"}
+    instruction = f"Current timestamp: {n + 1}\n\nDecide case CASE-{1000 + n}."
+    looked = ("get_case", case, {**case, **facts})
+    return _episode(n, block, instruction, looked, ("decide", {**case, "decision": decision}),
+                    reward)  # fmt: skip
 
 
 def _stream(right: float, seed: int, cases: int = 144) -> list[Served]:
@@ -143,17 +156,10 @@ def _batch(n: int, block: int, days: list[int], right: float, rng: random.Random
         if rng.random() < right
         else [{"line": x["line"], "action": rng.choice(["approve", "review"])} for x in lines]
     )
-    instruction = f"Settle batch BATCH-{1000 + n}."
-    trace = [
-        {"kind": "tool", "name": "look", "args": {"batch_id": f"BATCH-{1000 + n}"},
-         "obs": json.dumps({"batch_id": f"BATCH-{1000 + n}", "lines": lines})},
-        {"kind": "tool", "name": "settle", "obs": "ok",
-         "args": {"batch_id": f"BATCH-{1000 + n}", "decisions": taken}},
-        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
-    ]  # fmt: skip
-    reward = float(taken == wanted)
-    return Served(block=block, task_id=f"b{n}", timestamp=n + 1, instruction=instruction,
-                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+    batch = {"batch_id": f"BATCH-{1000 + n}"}
+    looked = ("look", batch, {**batch, "lines": lines})
+    return _episode(n, block, f"Settle batch BATCH-{1000 + n}.", looked,
+                    ("settle", {**batch, "decisions": taken}), float(taken == wanted))  # fmt: skip
 
 
 def test_a_decision_made_item_by_item_is_learned_per_item_and_filled_for_the_case() -> None:
@@ -184,17 +190,10 @@ def _fallback(n: int, block: int, amounts: list[float], right: float, rng: rando
     legs = [{"leg": i + 1, "amount": a} for i, a in enumerate(amounts)]
     wanted = next((x["leg"] for x in legs if x["amount"] <= 500), len(legs))
     taken = wanted if rng.random() < right else rng.choice([x["leg"] for x in legs])
-    instruction = f"Pay case PAY-{1000 + n}, falling back leg by leg."
-    trace = [
-        {"kind": "tool", "name": "look", "args": {"case_id": f"PAY-{1000 + n}"},
-         "obs": json.dumps({"case_id": f"PAY-{1000 + n}", "legs": legs})},
-        {"kind": "tool", "name": "execute", "obs": "ok",
-         "args": {"case_id": f"PAY-{1000 + n}", "leg": taken}},
-        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
-    ]  # fmt: skip
-    reward = float(taken == wanted)
-    return Served(block=block, task_id=f"f{n}", timestamp=n + 1, instruction=instruction,
-                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+    case = {"case_id": f"PAY-{1000 + n}"}
+    looked = ("look", case, {**case, "legs": legs})
+    return _episode(n, block, f"Pay case PAY-{1000 + n}, falling back leg by leg.", looked,
+                    ("execute", {**case, "leg": taken}), float(taken == wanted))  # fmt: skip
 
 
 def test_an_ordered_choice_learns_which_item_passes_and_picks_the_first_that_does() -> None:
@@ -229,21 +228,12 @@ def _legs_or_deny(n: int, block: int, amounts: list[float], right: bool) -> Serv
     legs = [{"leg": i + 1, "amount": a} for i, a in enumerate(amounts)]
     wanted = next((x["leg"] for x in legs if x["amount"] <= 500), 0)
     taken = wanted if right else (1 if wanted != 1 else 2)
-    acted = (
-        {"name": "execute", "args": {"case_id": f"CASE-{1000 + n}", "leg": taken}}
-        if taken
-        else {"name": "decide", "args": {"case_id": f"CASE-{1000 + n}", "decision": "deny"}}
-    )
+    case = {"case_id": f"CASE-{1000 + n}"}
+    executed = ("execute", {**case, "leg": taken})
+    acted = executed if taken else ("decide", {**case, "decision": "deny"})
     instruction = f"Current timestamp: {n + 1}\n\nDecide case CASE-{1000 + n}, leg by leg."
-    trace = [
-        {"kind": "tool", "name": "get_case", "args": {"case_id": f"CASE-{1000 + n}"},
-         "obs": json.dumps({"case_id": f"CASE-{1000 + n}", "legs": legs})},
-        {"kind": "tool", "obs": "ok", **acted},
-        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
-    ]  # fmt: skip
-    reward = float(taken == wanted)
-    return Served(block=block, task_id=f"l{n}", timestamp=n + 1, instruction=instruction,
-                  reward=reward, record=episode_record(instruction, trace, reward))  # fmt: skip
+    looked = ("get_case", case, {**case, "legs": legs})
+    return _episode(n, block, instruction, looked, acted, float(taken == wanted))
 
 
 def test_the_items_of_a_rare_choice_are_decided_as_the_many_single_cases_are() -> None:
