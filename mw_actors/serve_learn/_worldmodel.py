@@ -19,12 +19,16 @@ The adapter estimates, for each outcome signature, the chance that it scores
 given the case's typed facts (:mod:`._rules`: the JSON the tools returned, the
 instruction's figures, the prose's words): one rule tree per signature, with
 the implied zeros of the other outcomes' successes, recent evidence weighing
-most, and older evidence set aside where the policy changed. An outcome
+most, and older evidence set aside where the policy changed (for the outcomes
+that scored since). Where several outcomes' rules fire, they are estimated
+again on the cases of the narrowest: an exception is judged where it applies.
+An outcome
 decided item by item (a list numbered by a small ordinal: a batch's lines) is
 one signature with ``[...]``, its items' decisions learned by trees of their
 own; an ordered choice (``leg=2`` of the legs the case lists) is one signature
 with ``<item>``, a tree learning when an item is the one chosen. Both are
-filled for the case at hand.
+filled for the case at hand, or, where that did better on the scored cases,
+each item is decided as the single cases are (:mod:`._standins`).
 
 ``wm`` (:meth:`WorldModel.answer`) answers a query with the actions ranked
 by their estimate for the query's facts, the rule that fires, and the most similar past served
@@ -86,7 +90,7 @@ ITEMS = "[...]"  # in a signature: a list decided item by item, filled for the c
 CHOICE = "<item>"  # in a signature: which of the case's numbered items, filled for the case
 ITEM_GATE = 3.84  # an item's rule needs p < 0.05: items learn from scored cases only, few
 LIKELY = 0.5  # an outcome whose rule gives it this chance fires for the case
-MIN_SHARED = 2  # scored cases that the rules firing together must share to be re-estimated
+MIN_SHARED = 2  # scored cases a firing rule must hold for, to estimate the outcomes on them
 CHOSEN, PASSED = "chosen", "passed over"  # an item of an ordered choice, before the one chosen
 
 
