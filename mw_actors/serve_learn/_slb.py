@@ -57,6 +57,10 @@ def slb_available() -> bool:
     return importable("servelearnbench")
 
 
+# Where users install the benchmark from: the seed's line, in this one place.
+SLB_INSTALL = "git+https://github.com/Infini-AI-Lab/ServeLearnBench"
+
+
 def slb_missing(scenario: str, what: str = "scenario") -> ConfigError:
     """The error for a real scenario (or a benchmark method) on a machine without the package."""
     here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
@@ -64,9 +68,8 @@ def slb_missing(scenario: str, what: str = "scenario") -> ConfigError:
     return ConfigError(
         f"{what} {scenario!r} runs in ServeLearnBench's own {runs}, and "
         f"the servelearnbench package cannot be imported here ({here})",
-        hint="install it into a Python >= 3.12 environment (pip install "
-        "git+https://github.com/haizhongzheng/ServeLearnBench) and run mw from there; "
-        "offline, use synthetic_l1",
+        hint=f"install it into a Python >= 3.12 environment (pip install {SLB_INSTALL}) "
+        "and run mw from there; offline, use synthetic_l1",
     )
 
 
