@@ -50,7 +50,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -337,7 +337,6 @@ class WorldModel:
         choices: dict[str, rules.Node] | None = None,
         as_cases: standins.ItemsAsCases | None = None,
         since: int = 0,
-        renewed: Sequence[str] = (),
     ) -> None:
         self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
@@ -353,10 +352,7 @@ class WorldModel:
         self.now = now
         self._docs = [tokenize(c.text) for c in cases]
         self._facts: list[rules.Row] | None = None  # the cases' facts, read when first asked
-        # Where the rules' evidence starts (a detected change), for the outcomes that
-        # scored since; the others keep all of theirs.
-        self.since = since
-        self.renewed = sorted(renewed)
+        self.since = since  # where the rules' evidence starts (a detected change)
         self._categories = sorted(
             {
                 (n.fact, n.value)
@@ -429,7 +425,7 @@ class WorldModel:
                           c.reward >= SCORED, c.block)
                 for c in self.cases
             ]  # fmt: skip
-            self._facts = _evidence(rows, self.since, set(self.renewed))
+            self._facts = _evidence(rows, self.since)
         return self._facts
 
     def _path(self, signature: str, facts: dict[str, rules.Value]) -> list[rules.Node]:
@@ -600,7 +596,6 @@ class WorldModel:
             "signatures": self.signatures,
             "now": self.now,
             "since": self.since,
-            "renewed": self.renewed,
             "rules": {signature: tree.encode() for signature, tree in self.trees.items()},
             "items": {
                 family: {decision: tree.encode() for decision, tree in trees.items()}
@@ -637,7 +632,6 @@ class WorldModel:
             cases,
             now=int(index.get("now", -1)),
             since=int(index.get("since", 0)),
-            renewed=index.get("renewed", []),
             items={
                 family: {decision: rules.Node.decode(tree) for decision, tree in trees.items()}
                 for family, trees in index.get("items", {}).items()
@@ -724,8 +718,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         for c in cases
     ]
     since = rules.regime_start(rows, now, signatures)
-    renewed = {r.outcome for r in rows if r.block >= since and r.scored}
-    trees = rules.grow_each(_evidence(rows, since, renewed), now, signatures)
+    trees = rules.grow_each(_evidence(rows, since), now, signatures)
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
@@ -739,26 +732,22 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         items=_fit_items(rows, cases, since, now),
         choices=_fit_choices(rows, cases, since, now),
         since=since,
-        renewed=sorted(renewed),
     )
     model.as_cases = _as_cases(model, rows, cases, since)
     return model
 
 
-def _evidence(rows: list[rules.Row], since: int, renewed: set[str]) -> list[rules.Row]:
+def _evidence(rows: list[rules.Row], since: int) -> list[rules.Row]:
     """The rows the outcomes' rules learn from.
 
-    Evidence from before a change (``since``) is set aside where the outcome scored
-    since (``renewed``): its rule is learned again. An outcome that has not (a rare
-    exception) keeps its evidence: nothing recent refutes it. A family decided item by
+    Evidence from before a change (``since``) is set aside. A family decided item by
     item (or an ordered choice) that failed may have been the right family with a wrong
     item: its failures are no evidence against the family.
     """
     return [
         r
         for r in rows
-        if (r.block >= since or r.outcome not in renewed)
-        and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
+        if r.block >= since and (r.scored or (ITEMS not in r.outcome and CHOICE not in r.outcome))
     ]
 
 

@@ -343,36 +343,28 @@ def test_a_broad_rule_and_an_exception_that_both_fire_are_judged_where_it_applie
     assert model.ranked(other)[0] == approve  # the exception does not fire: the broad rule
 
 
-def test_a_change_in_one_policy_keeps_the_rules_that_nothing_since_refutes() -> None:
-    """The limit falls from 650 to 300 at block 9: the rules are learned again from there.
-    Gift purchases from basic accounts, denied all along, last came at block 5: nothing
-    since refutes that rule, and it holds."""
+def test_a_change_in_one_policy_is_followed_and_its_start_survives_a_checkpoint() -> None:
+    """The limit falls from 650 to 300 at block 9: the rules are learned again from there,
+    and the exceptions' re-estimate of a loaded checkpoint reads the same cases."""
     rng = random.Random(6)
     served = []
     for n in range(144):
-        block, gift = n // 12, n % 6 == 0 and n < 72
-        amount = round(rng.uniform(50, 1000), 2)
+        block, amount = n // 12, round(rng.uniform(50, 1000), 2)
         limit = 650 if block < 9 else 300
-        facts = {"amount": amount, "kind": "gift" if gift else "other",
-                 "grade": "basic" if gift or n % 2 else "verified"}  # fmt: skip
-        wanted = "deny" if gift else "approve" if amount <= limit else "escalate"
-        taken = wanted if rng.random() < 0.7 else rng.choice(["deny", "approve", "escalate"])
-        served.append(_served(n, block, facts, taken, float(taken == wanted)))
-    rows = [rules.Row(rules.facts_of(c.text), c.signature, c.reward >= 0.5, c.block)
-            for c in map(case_of, served) if c is not None]  # fmt: skip
-    assert rules.regime_start(rows, 11, sorted({r.outcome for r in rows})) >= 6  # a change
+        wanted = "approve" if amount <= limit else "escalate"
+        taken = wanted if rng.random() < 0.7 else rng.choice(["approve", "escalate"])
+        served.append(_served(n, block, {"amount": amount}, taken, float(taken == wanted)))
     model = fit(served, now=11)
+    assert model.since > 0  # a change was found
 
-    def query(amount: float, kind: str) -> str:
-        shown = {"case_id": "CASE-9999", "amount": amount, "kind": kind, "grade": "basic"}
-        return "Decide case CASE-9999.\n" + json.dumps(shown)
+    def query(amount: float) -> str:
+        return "Decide case CASE-9999.\n" + json.dumps({"case_id": "CASE-9999", "amount": amount})
 
-    assert model.ranked(query(200.0, "gift"))[0] == "decide(decision=deny)"
-    assert model.ranked(query(500.0, "other"))[0] == "decide(decision=escalate)"  # the new limit
-    assert model.ranked(query(200.0, "other"))[0] == "decide(decision=approve)"
-    with tempfile.TemporaryDirectory() as out:  # where the evidence starts survives a checkpoint
+    assert model.ranked(query(500.0))[0] == "decide(decision=escalate)"  # the new limit
+    assert model.ranked(query(200.0))[0] == "decide(decision=approve)"
+    with tempfile.TemporaryDirectory() as out:
         model.save(Path(out), 12)
         loaded = WorldModel.load(Path(out))
-        assert (loaded.since, loaded.renewed) == (model.since, model.renewed) != (0, [])
-        for amount, kind in ((200.0, "gift"), (500.0, "other"), (200.0, "other")):
-            assert loaded.estimate(query(amount, kind)) == model.estimate(query(amount, kind))
+        assert loaded.since == model.since
+        for amount in (200.0, 500.0, 800.0):
+            assert loaded.estimate(query(amount)) == model.estimate(query(amount))
