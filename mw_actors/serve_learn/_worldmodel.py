@@ -448,9 +448,8 @@ class WorldModel:
 
     def _plain(self, facts: dict[str, rules.Value]) -> str | None:
         """The likeliest outcome of a single case (no items) with ``facts``."""
-        plain = [s for s in self.signatures if ITEMS not in s and CHOICE not in s]
-        chance = {s: self._path(s, facts)[-1].estimate.get(s, 0.0) for s in plain}
-        return max(sorted(chance), key=lambda s: chance[s]) if chance else None
+        plain = {s: t for s, t in self.trees.items() if ITEMS not in s and CHOICE not in s}
+        return rules.rank(plain, facts)
 
     def _chosen_as_cases(self, query: str) -> str | None:
         """The outcome of an ordered choice decided through its items as single cases."""
