@@ -18,7 +18,11 @@ that a single case's figure usually equals.
   is the one that lets an item go; the case takes the first item that gets it;
   where none does, it takes the outcome of the item whose outcome the scored
   cases took (the first leg's, say);
-- in a batch, each single outcome stands for the item decision it came with most.
+- in a batch, each single outcome stands for the item decision that says what it
+  says (``{"action": "escalate", "reason": "late"}`` for ``escalate(reason=late)``:
+  every word of the decision is a word of the outcome, and no other decision says
+  more of it), read from every batch served, scored or not; an outcome that no
+  decision says stands for the decision it came with most in the batches that scored.
 
 **Chosen by measurement.** A family is decided through stand-ins only where that
 decided the scored cases at least as well as the items' own rules did.
@@ -28,6 +32,8 @@ Nothing here names a domain, a tool or a field.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +44,7 @@ try:
 except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py
     import rules  # type: ignore[no-redef,import-not-found]
 
-__all__ = ["ItemsAsCases", "agreement", "learn", "stand_in"]
+__all__ = ["ItemsAsCases", "agreement", "learn", "said_alike", "stand_in"]
 
 Facts = dict[str, rules.Value]
 Plain = Callable[[Facts], "str | None"]  # a single case's likeliest outcome
@@ -47,8 +53,11 @@ Plain = Callable[[Facts], "str | None"]  # a single case's likeliest outcome
 Choice = tuple[str, Facts, dict[int, Facts], int, str]
 # A scored batch: family, case facts, items, each item's decision.
 Batch = tuple[str, Facts, dict[int, Facts], list[tuple[int, str]]]
+# A batch served, scored or not: family, items, each item's decision.
+Listed = tuple[str, dict[int, Facts], list[tuple[int, str]]]
 FIGURES = ("figure.1", "figure.max")
 ITEM = "item."
+_WORDS = re.compile(r"[a-z0-9]+")
 
 
 def _bare(name: str) -> str:
@@ -171,19 +180,104 @@ def stand_in(
     return out
 
 
+def _said(text: str) -> set[str]:
+    return set(_WORDS.findall(text.lower()))
+
+
+def said_alike(outcomes: Iterable[str], decisions: Iterable[str]) -> dict[str, str]:
+    """Each single outcome's item decision that says what it says (see the module's text).
+
+    A decision's words are those of its values; an outcome's, those of its signature.
+    """
+    words = {}
+    for decision in sorted(set(decisions)):
+        try:
+            values = json.loads(decision)
+        except ValueError:
+            continue
+        if isinstance(values, dict) and values:
+            words[decision] = _said(" ".join(str(v) for v in values.values()))
+    table = {}
+    for outcome in sorted(set(outcomes)):
+        mine = _said(outcome)
+        fits = [(len(w), d) for d, w in words.items() if w and w <= mine]
+        if not fits:
+            continue
+        most = max(size for size, _ in fits)
+        best = [d for size, d in fits if size == most]
+        if len(best) == 1:
+            table[outcome] = best[0]
+    templates: dict[tuple[str, tuple[str, ...]], dict[str, str]] = {}
+    for outcome, decision in table.items():
+        shape = _template(outcome, json.loads(decision))
+        if shape is not None:
+            templates.setdefault(shape[0], shape[1])
+    for outcome in sorted(set(outcomes) - set(table)):
+        parts = _parts(outcome)
+        if parts is None or (parts[0], tuple(sorted(parts[1]))) not in templates:
+            continue
+        template = templates[parts[0], tuple(sorted(parts[1]))]
+        made = {k: parts[1][v[1:]] if v.startswith("=") else v for k, v in template.items()}
+        table[outcome] = json.dumps(made, sort_keys=True, ensure_ascii=False)
+    return table
+
+
+def _parts(outcome: str) -> tuple[str, dict[str, str]] | None:
+    """``escalate(reason=late)`` -> ``("escalate", {"reason": "late"})``; None if not a call."""
+    name, _, rest = outcome.partition("(")
+    if not rest.endswith(")"):
+        return None
+    arguments = {}
+    for pair in filter(None, rest[:-1].split(", ")):
+        key, equal, value = pair.partition("=")
+        if not equal:
+            return None
+        arguments[key] = value
+    return name, arguments
+
+
+def _template(
+    outcome: str, decision: dict[str, Any]
+) -> tuple[tuple[str, tuple[str, ...]], dict[str, str]] | None:
+    """How a decision is made from an outcome that says it, to make the ones not yet seen.
+
+    ``escalate(reason=late)`` said as ``{"action": "escalate", "reason": "late"}`` gives
+    ``{"action": "escalate", "reason": "=reason"}``: ``escalate(reason=early)``, never
+    seen in a batch, is then ``{"action": "escalate", "reason": "early"}``.
+    """
+    parts = _parts(outcome)
+    if parts is None or not all(isinstance(v, str) for v in decision.values()):
+        return None
+    name, arguments = parts
+    made = {}
+    for key, value in decision.items():
+        argument = [a for a, v in arguments.items() if v == value]
+        if len(argument) == 1:
+            made[key] = "=" + argument[0]
+        elif _said(value) <= _said(name) and not value.startswith("="):
+            made[key] = value
+        else:
+            return None
+    return (name, tuple(sorted(arguments))), made
+
+
 def learn(
     single: Sequence[dict[str, rules.Value]],
     choices: Sequence[Choice],
     batches: Sequence[Batch],
     plain: Plain,
+    listed: Sequence[Listed] = (),
+    outcomes: Sequence[str] = (),
 ) -> ItemsAsCases:
-    """What the scored cases say a stand-in's outcome means.
+    """What the served cases say a stand-in's outcome means.
 
     ``single``: the facts of single cases. ``choices``: (family, case facts, items, the item
     chosen or 0, the outcome when none was) of scored cases listing a choice's items.
     ``batches``: (family, case facts, items, each item's decision) of scored batches.
+    ``listed``: (family, items, each item's decision) of every batch served; ``outcomes``:
+    the single cases' outcomes.
     """
-    shown_items = [c[2] for c in choices] + [b[2] for b in batches]
+    shown_items = [c[2] for c in choices] + [b[2] for b in batches] + [b[1] for b in listed]
     item_names = {name for shown in shown_items for own in shown.values() for name in own}
     found = ItemsAsCases(
         facts=fact_names({k for facts in single for k in facts}, item_names),
@@ -218,11 +312,15 @@ def learn(
                 outcome = plain(found.stand_in(case, shown[ordinal]))
                 if outcome is not None:
                     decided.setdefault(family, Counter())[outcome, decision] += 1
-    for family, pairs in decided.items():
-        table: dict[str, str] = {}
-        for (outcome, decision), _ in pairs.most_common():
+    seen: dict[str, set[str]] = {}
+    for family, _, items in listed:
+        seen.setdefault(family, set()).update(decision for _, decision in items)
+    for family in sorted({*seen, *decided}):
+        table = said_alike(outcomes, seen.get(family, ()))
+        for (outcome, decision), _ in decided.get(family, Counter()).most_common():
             table.setdefault(outcome, decision)
-        found.decisions[family] = table
+        if table:
+            found.decisions[family] = table
     return found
 
 

@@ -352,6 +352,7 @@ class WorldModel:
         self.now = now
         self._docs = [tokenize(c.text) for c in cases]
         self._facts: list[rules.Row] | None = None  # the cases' facts, read when first asked
+        self._single_scored: set[str] | None = None  # item keys a single outcome scored with
         self.since = since  # where the rules' evidence starts (a detected change)
         self._categories = sorted(
             {
@@ -443,8 +444,36 @@ class WorldModel:
             self.filled(s, query) for s in sorted(self.signatures, key=lambda s: (-estimate[s], s))
         ]
         order = sorted(order, key=lambda s: ITEMS in s or CHOICE in s)
-        chosen = self._chosen_as_cases(query)
+        chosen = self._chosen_as_cases(query) or self._itemized_form(query)
         return order if chosen is None else [chosen, *(s for s in order if s != chosen)]
+
+    def _itemized_form(self, query: str) -> str | None:
+        """The outcome decided item by item, filled, for a case listing its items.
+
+        Where a case lists items (numbered by a family's key), no single outcome has
+        scored on such a case, and the family was taken on them, the family is the form
+        those cases take: a failed one missed an item, not the form.
+        """
+        if self._single_scored is None:
+            self._single_scored = {
+                key
+                for case in self.cases
+                if case.reward >= SCORED and not (case.itemized or case.chose)
+                for key in {c.itemized.rsplit("|", 1)[-1] for c in self.cases if c.itemized}
+                if rules.items_of(case.text, key)
+            }
+        for signature in self.signatures:
+            if ITEMS not in signature:
+                continue
+            name = signature.split("(", 1)[0]
+            for family in {c.itemized for c in self.cases if c.itemized}:
+                tool, _, key = family.split("|")
+                if tool != name or key in self._single_scored:
+                    continue
+                if rules.items_of(_untimed(query), key):
+                    filled = self.filled(signature, query)
+                    return filled if ITEMS not in filled else None
+        return None
 
     def _plain(self, facts: dict[str, rules.Value]) -> str | None:
         """The likeliest outcome of a single case (no items) with ``facts``."""
@@ -483,9 +512,12 @@ class WorldModel:
                     signature = signature.replace(f"{argument}={CHOICE}", f"{argument}={picked}")
         if ITEMS not in signature:
             return signature
-        for family, trees in self.items.items():
+        for family in sorted({*self.items, *self.as_cases.decisions}):
+            trees = self.items.get(family, {})
             tool, argument, key = family.split("|")
-            if tool != name or f"{argument}={ITEMS}" not in signature or not trees:
+            if tool != name or f"{argument}={ITEMS}" not in signature:
+                continue
+            if not trees and family not in self.as_cases.decisions:
                 continue
             shown = rules.items_of(_untimed(query), key)
             if not shown:
@@ -497,6 +529,8 @@ class WorldModel:
                 if family in self.as_cases.decisions:
                     best = self.as_cases.decide(family, case, own, self._plain)
                 best = best or rules.rank(trees, {**case, **own})
+                if best is None:
+                    return signature  # an item nothing decides: the items stay unfilled
                 decided.append({key: ordinal, **json.loads(best or "{}")})
             listed = json.dumps(decided, ensure_ascii=False)
             return signature.replace(f"{argument}={ITEMS}", f"{argument}={listed}")
@@ -535,7 +569,7 @@ class WorldModel:
         if len(ranked) > 1:
             lines.append("others: " + "; ".join(f"{s} {estimate[s]:.2f}" for s in ranked[1:5]))
         lines.append("rule: " + _rule_line(path, best))
-        chosen = self._chosen_as_cases(query)
+        chosen = self._chosen_as_cases(query) or self._itemized_form(query)
         if chosen is not None and chosen != shown:  # the items decided as single cases are
             lines.insert(0, f"best: {chosen} (its items decided as single cases are)")
             lines[1] = "next: " + lines[1].removeprefix("best: ")
@@ -777,8 +811,14 @@ def _as_cases(
         if case.itemized:
             shown = rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1])
             batches.append((case.itemized, row.facts, shown, case.items, case.block))
+    listed = [
+        (case.itemized, rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1]), case.items)
+        for case in cases
+        if case.itemized
+    ]
+    outcomes = [case.signature for case in cases if not (case.itemized or case.chose)]
     learned = standins.learn(
-        single, [c[:5] for c in choices], [b[:4] for b in batches], model._plain
+        single, [c[:5] for c in choices], [b[:4] for b in batches], model._plain, listed, outcomes
     )
     for family in list(learned.go):
         mine = [c for c in choices if c[0] == family]

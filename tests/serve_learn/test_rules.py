@@ -276,6 +276,58 @@ def test_the_items_of_a_rare_choice_are_decided_as_the_many_single_cases_are() -
         assert [loaded.ranked(query(legs))[0] for legs, _ in cases] == [w for _, w in cases]
 
 
+def _request(n: int, block: int, days: int, amount: float, right: bool) -> Served:
+    """A single payment: review a payee under 30 days old, report above 5000, else approve."""
+    wanted = ("escalate", "new_payee") if days <= 30 else ("escalate", "big") if amount > 5000 \
+        else ("approve", "")  # fmt: skip
+    taken = wanted if right else ("approve", "") if wanted[0] != "approve" else ("escalate", "big")
+    case = {"case_id": f"CASE-{1000 + n}"}
+    looked = ("get_case", case, {**case, "payee_added_days_ago": days, "amount": amount})
+    acted = (taken[0], {**case, **({"reason": taken[1]} if taken[1] else {})})
+    return _episode(n, block, f"Decide case CASE-{1000 + n}.", looked, acted,
+                    float(taken == wanted))  # fmt: skip
+
+
+def test_a_batch_that_never_scored_is_decided_line_by_line_as_single_cases_are() -> None:
+    """Batches are rare and were all served wrong: the lines' own rules have nothing to
+    learn from, and no single outcome ever scored on a case that lists lines. The batch is
+    still the form such a case takes, and each line is decided as a single case is, in the
+    decision that says the same: one never seen in a batch is made as the others are."""
+    rng = random.Random(4)
+    served = []
+    for n in range(120):
+        if n % 24 == 7:  # a batch, served wrong, whose lines only ever approved or reviewed
+            lines = [{"line": 1, "payee_added_days_ago": 700, "amount": 120.0},
+                     {"line": 2, "payee_added_days_ago": 700, "amount": 300.0}]  # fmt: skip
+            batch = {"batch_id": f"BATCH-{1000 + n}"}
+            taken = [{"line": 1, "action": "escalate", "reason": "new_payee"},
+                     {"line": 2, "action": "approve"}]  # fmt: skip
+            served.append(_episode(n, n // 12, f"Settle batch BATCH-{1000 + n}.",
+                                   ("look", batch, {**batch, "lines": lines}),
+                                   ("settle", {**batch, "decisions": taken}), 0.0))  # fmt: skip
+            continue
+        days, amount = rng.choice([5, 20, 90, 700]), rng.choice([150.0, 900.0, 6000.0, 9000.0])
+        served.append(_request(n, n // 12, days, amount, rng.random() < 0.8))
+    model = fit(served, now=9)
+    assert model.items == {}  # no batch scored: the lines' own rules learned nothing
+    lines = [{"line": 1, "payee_added_days_ago": 700, "amount": 100.0},
+             {"line": 2, "payee_added_days_ago": 9, "amount": 100.0},
+             {"line": 3, "payee_added_days_ago": 700, "amount": 9000.0}]  # fmt: skip
+    query = "Settle batch BATCH-9999.\n" + json.dumps({"batch_id": "BATCH-9999", "lines": lines})
+    want = ('settle(decisions=[{"line": 1, "action": "approve"}, '
+            '{"line": 2, "action": "escalate", "reason": "new_payee"}, '
+            '{"line": 3, "action": "escalate", "reason": "big"}])')  # fmt: skip
+    assert model.ranked(query)[0] == want
+    assert model.answer(query).startswith(f"best: {want} "), model.answer(query)
+    single = "Decide case CASE-9999.\n" + json.dumps(
+        {"case_id": "CASE-9999", "payee_added_days_ago": 700, "amount": 9000.0}
+    )
+    assert model.ranked(single)[0] == "escalate(reason=big)"  # a single case is not a batch
+    with tempfile.TemporaryDirectory() as out:
+        model.save(Path(out), 10)
+        assert WorldModel.load(Path(out)).ranked(query)[0] == want
+
+
 def test_a_rule_on_kinds_is_learned_where_a_rule_on_names_fits_the_cases_seen() -> None:
     """Gift shops (each with its own name) deny a basic account and approve a verified one;
     other shops approve. The basic accounts came with two of the gift shops: a rule on
