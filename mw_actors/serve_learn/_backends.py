@@ -139,8 +139,8 @@ def wire_prices(table: meters.PriceTable | None, endpoint: Endpoint) -> meters.P
         raise ConfigError(
             f"model {endpoint.model!r} has no price"
             + (f" in the launch config's table dated {table.date}" if table else ""),
-            hint="add it under prices.models in the launch config (USD per million tokens); "
-            "a request is never counted as $0",
+            hint="check the provider's price page, then add it under prices.models in the "
+            "launch config (USD per million tokens); a request is never counted as $0",
         )
     return meters.PriceTable(
         schema_version=table.schema_version,

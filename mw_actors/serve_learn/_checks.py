@@ -292,12 +292,12 @@ def check_model(spec: CampaignSpec, model: str) -> None:
             hint="name it in the launch config (--config) or run offline with "
             "MW_MODEL=local/scripted",
         )
-    wire_prices(spec.prices, endpoint)
     if endpoint.api_key_env and not spec.key(endpoint):
         raise ConfigError(
             f"{endpoint.api_key_env} is not set; model {model!r} needs it",
             hint=f"export {endpoint.api_key_env}=... (the wire meter injects it)",
         )
+    wire_prices(spec.prices, endpoint)
 
 
 async def probe_endpoints(spec: CampaignSpec, models: list[str]) -> None:

@@ -161,16 +161,14 @@ def campaign_settings(flags: Flags, environ: Mapping[str, str]) -> dict[str, Any
             hint="pass the scenario's own config, or none",
         )
     method = flags.method or config.method or "mwm-local"
-    model = (
-        flags.model
-        or environ.get("MW_MODEL")
-        or environ.get("MW_HOST_MODEL")
-        or config.host_model
-        or "local/scripted"
-    )
+    given = flags.model or environ.get("MW_MODEL") or environ.get("MW_HOST_MODEL")
+    model = given or config.host_model or "local/scripted"
+    # The seeds' model serves "for acting and learning": a host model given by flag or
+    # environment learns too, unless a learner model is given the same way.
     learner_model = (
         flags.learner_model
         or environ.get("MW_EVOLVER_MODEL")
+        or given
         or config.learner_model
         or "local/scripted"
     )

@@ -34,7 +34,7 @@ from mw_errors import ConfigError
 from tests.processes import ROOT, mw, start_server, stop_server
 
 EXAMPLES = ROOT / "examples" / "servelearnbench" / "mwm"
-SEEDS_MODEL = "fireworks/accounts/fireworks/models/qwen3-235b-a22b-instruct-2507"
+SEEDS_MODEL = "fireworks/accounts/fireworks/models/glm-5p3-flash"  # GLM 5.3 Flash, Fireworks
 HOST = "fireworks/accounts/test/models/host-1"
 LEARNER = "vllm/learner-7b"
 KEY = "sk-test-4f1c9e0d7b2a"
@@ -61,7 +61,7 @@ def test_endpoints_resolve_from_the_backends_and_the_environment() -> None:
     fireworks = resolve_endpoint(SEEDS_MODEL, {}, {"FIREWORKS_API_KEY": KEY})
     assert fireworks is not None
     assert fireworks.base_url == "https://api.fireworks.ai/inference/v1"
-    assert fireworks.wire_model == "accounts/fireworks/models/qwen3-235b-a22b-instruct-2507"
+    assert fireworks.wire_model == "accounts/fireworks/models/glm-5p3-flash"
     assert fireworks.api_key_env == "FIREWORKS_API_KEY"
     assert KEY not in repr(fireworks)  # the endpoint names the variable, never the key
     vllm = resolve_endpoint("vllm/Qwen/Qwen3-8B", {}, {"VLLM_BASE_URL": "http://gpu:8000/v1/"})
@@ -92,23 +92,33 @@ def test_an_unreachable_model_is_refused_with_what_to_do(
     assert "\n" not in line and "hint:" in line
 
 
-def test_the_shipped_launch_configs_load_and_price_their_models() -> None:
+def test_the_shipped_launch_configs_run_mwm_on_the_seeds_model_and_refuse_it_unpriced() -> None:
+    """The seeds' default: MWM, with GLM 5.3 Flash on Fireworks for acting and learning.
+    Nobody here has checked its price, so none is given: it is refused, never $0."""
     for name in ("default.yaml", "retail_l3.yaml"):
         config = load_launch_config(EXAMPLES / name)
-        assert config.host_model == SEEDS_MODEL
+        assert (config.method, config.host_model, config.learner_model) == (
+            "mwm", SEEDS_MODEL, SEEDS_MODEL)  # fmt: skip
         endpoint = resolve_endpoint(SEEDS_MODEL, config.backends, {"FIREWORKS_API_KEY": KEY})
         assert endpoint is not None
-        table = wire_prices(config.prices, endpoint)
-        assert list(table.models) == [endpoint.wire_model]
+        assert endpoint.wire_model == "accounts/fireworks/models/glm-5p3-flash"
+        with pytest.raises(ConfigError, match="has no price") as caught:
+            wire_prices(config.prices, endpoint)
+        assert "check the provider's price page" in caught.value.render()
+        assert "https://fireworks.ai/pricing" in (EXAMPLES / name).read_text()
     retail = load_launch_config(EXAMPLES / "retail_l3.yaml")
     assert (retail.scenario, retail.method, retail.waiter) == ("retail_l3", "mwm", "after_training")
-    assert retail.learner_model == SEEDS_MODEL
 
 
 def test_a_submission_carries_every_setting_to_the_daemon_and_no_key() -> None:
     config = load_launch_config(EXAMPLES / "retail_l3.yaml")
     endpoint = resolve_endpoint(SEEDS_MODEL, config.backends, {"FIREWORKS_API_KEY": KEY})
-    assert endpoint is not None and config.prices is not None
+    assert endpoint is not None
+    prices = meters.parse_prices(
+        json.dumps(
+            {"schema_version": 1, "date": "2026-12-03", "models": {SEEDS_MODEL: price()}}
+        ).encode()
+    )
     settings = {
         "method": "mwm",
         "model": SEEDS_MODEL,
@@ -119,7 +129,7 @@ def test_a_submission_carries_every_setting_to_the_daemon_and_no_key() -> None:
         "waiter": "after_training",
         "schedule": "slb",
         "latency": Latency(first_token_seconds=0.1, tokens_per_second=20),
-        "prices": config.prices,
+        "prices": prices,
         "reasoning_effort": "high",
         "judge_model": "local/scripted",
         "endpoints": {SEEDS_MODEL: endpoint},
@@ -170,13 +180,13 @@ def test_a_remote_model_without_a_price_or_a_key_is_refused_before_anything_star
         tag="t", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, model=HOST,
         endpoints={HOST: endpoint},
     )  # fmt: skip
+    with pytest.raises(ConfigError, match="FIREWORKS_API_KEY is not set"):
+        check_campaign(spec)  # the key first: without it, the model is out of reach
     with pytest.raises(ConfigError, match="has no price"):
-        check_campaign(spec)
+        check_campaign(CampaignSpec(**{**spec.__dict__, "secrets": {"FIREWORKS_API_KEY": KEY}}))
     table = meters.parse_prices(
         json.dumps({"schema_version": 1, "date": "2026-11-30", "models": {HOST: price()}}).encode()
     )
-    with pytest.raises(ConfigError, match="FIREWORKS_API_KEY is not set"):
-        check_campaign(CampaignSpec(**{**spec.__dict__, "prices": table}))
     keyed = CampaignSpec(
         **{**spec.__dict__, "prices": table, "secrets": {"FIREWORKS_API_KEY": KEY}}
     )

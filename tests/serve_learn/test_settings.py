@@ -27,6 +27,24 @@ def test_a_flag_beats_the_environment_which_beats_the_launch_config(tmp_path: Pa
     assert train_split(12, {"MW_TRAIN_SPLIT": "24"}) == 12
 
 
+def test_a_host_model_given_learns_too_unless_a_learner_is_given(tmp_path: Path) -> None:
+    """The seeds' model serves "for acting and learning": MW_MODEL=local/scripted takes the
+    whole campaign offline, the config's learner included; MW_EVOLVER_MODEL still wins."""
+    config = tmp_path / "launch.yaml"
+    config.write_text("method: mwm\nhost_model: local/a\nlearner_model: local/b\n")
+    flags = Flags(scenario="synthetic_l1", config=config)
+    settings = campaign_settings(flags, {"PATH": ""})
+    assert (settings["model"], settings["learner_model"]) == ("local/a", "local/b")
+    settings = campaign_settings(flags, {"PATH": "", "MW_MODEL": "local/scripted"})
+    assert (settings["model"], settings["learner_model"]) == ("local/scripted", "local/scripted")
+    both = {"PATH": "", "MW_MODEL": "local/scripted", "MW_EVOLVER_MODEL": "local/c"}
+    settings = campaign_settings(flags, both)
+    assert (settings["model"], settings["learner_model"]) == ("local/scripted", "local/c")
+    settings = campaign_settings(Flags(scenario="synthetic_l1", config=config, model="local/d"),
+                                 {"PATH": ""})  # fmt: skip
+    assert settings["learner_model"] == "local/d"
+
+
 def test_the_defaults_and_only_the_mapping_given_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
