@@ -78,6 +78,9 @@ def import_smollm2(output: Path) -> SnapshotManifest:
     # tensors are plain float32 by now, so write them (and a config without the marker).
     config = model.config.to_dict()
     config.pop("quantization_config", None)
+    # A model loaded from GGUF does not name its class; a server (`transformers serve`)
+    # that loads the snapshot by its config needs it.
+    config["architectures"] = config.get("architectures") or [type(model).__name__]
     state = {name: t.detach().contiguous() for name, t in model.state_dict().items()}
     if config.get("tie_word_embeddings"):
         state.pop("lm_head.weight", None)
