@@ -594,6 +594,12 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         "(default high; 'none' omits it)",
     )
     parser.add_argument(
+        "--max-tokens",
+        type=int,
+        help="each host call's max_tokens, as the benchmark's ModelConfig.max_tokens "
+        "(default 65536; lower it for a small local model)",
+    )
+    parser.add_argument(
         "--learner-backend",
         choices=["builtin", "codex"],
         help="mwm's learner session: the built-in loop, or Codex CLI in the sandbox "

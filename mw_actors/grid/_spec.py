@@ -50,6 +50,7 @@ CELL_FIELDS = (
     "schedule",
     "provider_latency",
     "reasoning_effort",
+    "max_tokens",
     "learner_backend",
     "judge_model",
 )
@@ -77,6 +78,7 @@ class _GridFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     schedule: str | None = None
     provider_latency: str | None = None
     reasoning_effort: str | None = None
+    max_tokens: int | None = None
     learner_backend: str | None = None
     judge_model: str | None = None
 

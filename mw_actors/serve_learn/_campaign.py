@@ -143,7 +143,9 @@ async def _run(
                 stamp_run_log, spec, run, schedule, host.port, learner_port
             )
             model = spec.wire_model(spec.model)
-            async with shared.engine.connected(host.port, model, spec.reasoning_effort, judge):
+            async with shared.engine.connected(
+                host.port, model, spec.reasoning_effort, judge, spec.max_tokens
+            ):
                 await tree.start_campaign(_campaign_supervisor(shared))
                 if on_started is not None:
                     on_started()

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ._protocol import MAX_TOKENS
 from ._scenario import Task
 from ._slb import Played
 from ._synthetic import is_synthetic
@@ -41,10 +42,12 @@ class Engine(Protocol):
         model: str,
         reasoning_effort: str | None,
         judge: JudgeLink | None = None,
+        max_tokens: int = MAX_TOKENS,
     ) -> AbstractAsyncContextManager[None]:
         """While open, episodes reach ``model`` through the host meter on ``meter_port``.
 
         A verifier's judge (Pitch) reaches its model through its own meter, ``judge``.
+        Each host call asks for at most ``max_tokens`` (the benchmark's per-call limit).
         """
         ...
 

@@ -58,6 +58,7 @@ class LaunchConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     waiter: Literal["pipelined", "after_training", "window_by_window"] | None = None
     schedule: Literal["mw", "slb"] | None = None
     allocation_usd: str | None = None
+    max_tokens: int | None = None  # per model call, as the benchmark's ModelConfig.max_tokens
     backends: dict[str, Backend] = {}
     prices: meters.PriceTable | None = None
     source: str = ""
@@ -91,6 +92,8 @@ def load_launch_config(path: Path) -> LaunchConfig:
         )
     if raw.concurrency is not None and raw.concurrency < 1:
         raise ConfigError(f"launch config {path}: concurrency must be >= 1")
+    if raw.max_tokens is not None and raw.max_tokens < 1:
+        raise ConfigError(f"launch config {path}: max_tokens must be >= 1")
     prices = (  # checked as a prices file is: dates, units, ceilings
         meters.parse_prices(msgspec.json.encode(raw.prices), f"launch config {path}: prices")
         if raw.prices is not None

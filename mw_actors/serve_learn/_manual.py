@@ -123,7 +123,9 @@ async def _test_ready_windows(
             judged = await tree.meter("judge-meter", judge_config)
             judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
         model = spec.wire_model(spec.model)
-        async with shared.engine.connected(host.port, model, spec.reasoning_effort, judge):
+        async with shared.engine.connected(
+            host.port, model, spec.reasoning_effort, judge, spec.max_tokens
+        ):
             for window in shared.plan.windows:
                 tests = [t for t in shared.scenario.test if t.window == window.window]
                 if tests and all(t.task_id in shared.ended for t in tests):

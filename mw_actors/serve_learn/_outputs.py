@@ -19,7 +19,7 @@ from .._metering import ledger_lines
 from ..provider import (
     LOCAL_PRICES,
 )
-from ._acting import MAX_TOKENS, Budget
+from ._acting import Budget
 from ._methods import Method, make_method
 from ._protocol import episode_record
 from ._scenario import Task, read_scenario
@@ -121,7 +121,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
                 **method.config(),
                 "model": spec.model,
                 "reasoning_effort": spec.reasoning_effort,
-                "max_tokens": MAX_TOKENS,
+                "max_tokens": spec.max_tokens,
                 "max_steps": Budget().turns,
                 "tool_budget": Budget().tool_calls,
                 "tag": spec.tag,

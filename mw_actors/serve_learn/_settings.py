@@ -28,6 +28,7 @@ from ._backends import keys_for, resolve_endpoint
 from ._checks import read_journaled
 from ._codex import find_codex
 from ._launch import LaunchConfig, load_launch_config
+from ._protocol import MAX_TOKENS
 from ._schedule import Plan
 from ._spec import CampaignSpec, models_reached
 from ._synthetic import dataset_for
@@ -64,6 +65,7 @@ class Flags(msgspec.Struct, frozen=True, kw_only=True):
     schedule: str | None = None
     provider_latency: str | None = None
     reasoning_effort: str | None = None
+    max_tokens: int | None = None
     learner_backend: str | None = None
 
 
@@ -81,6 +83,7 @@ RESUME_FLAGS = {
     "provider_latency": "latency",
     "learner_backend": "learner_backend",
     "reasoning_effort": "reasoning_effort",
+    "max_tokens": "max_tokens",
 }
 
 
@@ -199,6 +202,7 @@ def campaign_settings(flags: Flags, environ: Mapping[str, str]) -> dict[str, Any
         "latency": Latency.parse(latency, "--provider-latency") if latency else None,
         "prices": config.prices,
         "reasoning_effort": _reasoning_effort(flags.reasoning_effort),
+        "max_tokens": _first(flags.max_tokens, config.max_tokens, MAX_TOKENS),
         "judge_model": judge_model,
     }
     endpoints = {}

@@ -207,6 +207,7 @@ class SlbScenario:
         model: str,
         reasoning_effort: str | None,
         judge: Any = None,
+        max_tokens: int | None = None,
     ) -> AsyncIterator[None]:
         """Episodes reach ``model`` through the host meter on ``meter_port`` while open.
 
@@ -215,7 +216,7 @@ class SlbScenario:
         package's judge stays unconfigured, and a verifier that calls it fails
         instead of reaching a provider unmetered.
         """
-        self.connect(f"http://127.0.0.1:{meter_port}/v1", model, reasoning_effort)
+        self.connect(f"http://127.0.0.1:{meter_port}/v1", model, reasoning_effort, max_tokens)
         if judge is not None:
             self._connect_judge(judge)
         try:
@@ -239,8 +240,17 @@ class SlbScenario:
         completions = self.llm.judge().client.chat.completions
         self.llm.judge().client = _Client(_Completions(completions, threading.Event(), [0.0]))
 
-    def connect(self, meter_url: str, model: str, reasoning_effort: str | None) -> None:
-        """Point the acting loop's client at the host meter (``meter_url`` ends in ``/v1``)."""
+    def connect(
+        self,
+        meter_url: str,
+        model: str,
+        reasoning_effort: str | None,
+        max_tokens: int | None = None,
+    ) -> None:
+        """Point the acting loop's client at the host meter (``meter_url`` ends in ``/v1``).
+
+        ``max_tokens`` is each call's limit (None: the package's own default).
+        """
         import openai
 
         self._openai = openai.OpenAI(
@@ -249,9 +259,11 @@ class SlbScenario:
             timeout=httpx.Timeout(connect=15.0, read=240.0, write=60.0, pool=60.0),
             max_retries=0,
         )
+        limit = {} if max_tokens is None else {"max_tokens": max_tokens}
         self._model = self.llm.ModelConfig(
-            model=model, base_url=meter_url, api_key="mw-meter", reasoning_effort=reasoning_effort
-        )
+            model=model, base_url=meter_url, api_key="mw-meter", reasoning_effort=reasoning_effort,
+            **limit,
+        )  # fmt: skip
 
     async def play(self, task: Task, extra_system: str, wm: Callable[[str], str] | None) -> Played:
         """One episode of ``task`` through the benchmark's loop, on a worker thread.

@@ -28,6 +28,7 @@ from ..provider import (
 )
 from ._backends import Endpoint
 from ._codex import CodexInstall
+from ._protocol import MAX_TOKENS
 from ._schedule import Schedule
 from .records import (
     SERVE_LEARN_RECORDS,
@@ -75,6 +76,8 @@ class CampaignSpec:
     allocation_add: Decimal = Decimal(0)
     # Sent as-is in every host request body, as ServeLearnBench's client does; None omits it.
     reasoning_effort: str | None = "high"
+    # Each host call's max_tokens, as the benchmark's ModelConfig.max_tokens (its default).
+    max_tokens: int = MAX_TOKENS
     # mw: blocks of 12 across the stream (the seed's); slb: blocks restart at each window,
     # every block is learned, and a window is tested after its last block (slb run's).
     schedule: Schedule = "mw"
@@ -98,6 +101,11 @@ class CampaignSpec:
         parse_usd(str(self.allocation_usd), "allocation")  # bounded, as every amount is
         if self.train_split is not None and self.train_split < 1:
             raise ConfigError(f"train split {self.train_split} must be at least 1 case")
+        if self.max_tokens < 1:
+            raise ConfigError(
+                f"max_tokens {self.max_tokens} must be at least 1",
+                hint="--max-tokens N caps each host call's output (default 65536)",
+            )
         parse_usd(str(self.allocation_add), "allocation raise")
         if self.allocation_add and not self.resume:
             raise ConfigError(
@@ -168,6 +176,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     learner_backend: Literal["builtin", "codex"] | msgspec.UnsetType = msgspec.UNSET
     codex: CodexInstall | msgspec.UnsetType | None = msgspec.UNSET
     reasoning_effort: str | msgspec.UnsetType | None = msgspec.UNSET
+    max_tokens: int | msgspec.UnsetType = msgspec.UNSET
     schedule: Schedule | msgspec.UnsetType = msgspec.UNSET
     judge_model: str | msgspec.UnsetType = msgspec.UNSET
 
@@ -193,6 +202,7 @@ class Submission(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             learner_backend=spec.learner_backend,
             codex=spec.codex,
             reasoning_effort=spec.reasoning_effort,
+            max_tokens=spec.max_tokens,
             schedule=spec.schedule,
             judge_model=spec.judge_model,
         )

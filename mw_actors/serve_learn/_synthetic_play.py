@@ -19,7 +19,7 @@ import structlog
 
 from mw_errors import ProviderRefused
 
-from ._acting import acting_client, run_episode
+from ._acting import MAX_TOKENS, acting_client, run_episode
 from ._scenario import Task, read_evaluators
 from ._slb import Played
 from ._synthetic import SyntheticCase, verify
@@ -81,6 +81,7 @@ class SyntheticScenario:
         self._client: httpx.AsyncClient | None = None
         self._model = ""
         self._effort: str | None = None
+        self._max_tokens = MAX_TOKENS
 
     @contextlib.asynccontextmanager
     async def connected(
@@ -89,10 +90,12 @@ class SyntheticScenario:
         model: str,
         reasoning_effort: str | None,
         judge: Any = None,  # the synthetic verifier calls no judge
+        max_tokens: int = MAX_TOKENS,
     ) -> AsyncIterator[None]:
         """Episodes reach ``model`` through the host meter on ``meter_port`` while open."""
         async with acting_client(meter_port) as client:
             self._client, self._model, self._effort = client, model, reasoning_effort
+            self._max_tokens = max_tokens
             try:
                 yield
             finally:
@@ -115,6 +118,7 @@ class SyntheticScenario:
                 wm=wm,
                 mwm_context=extra_system or None,
                 reasoning_effort=self._effort,
+                max_tokens=self._max_tokens,
             )
         except ProviderRefused as exc:
             status = "budget_blocked" if exc.kind == "budget_blocked" else "failed"

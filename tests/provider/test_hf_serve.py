@@ -21,16 +21,18 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from tests.processes import start_server, stop_server
+from tests.processes import ROOT, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 MODEL = "smol"  # the snapshot's folder, as the server names it
 KEY = "sk-hf-serve-test"  # the meter injects it; this server checks none
+DATASET = ROOT / "tests" / "data" / "servelearnbench"  # the real banking_l1 export
 
 
 def _server_bin() -> str:
@@ -100,6 +102,15 @@ def _prices(path: Path, input_per_mtok: str) -> Path:
     return path
 
 
+def _meter(served: str, tmp_path: Path, input_per_mtok: str, allocation: str) -> tuple[Any, str]:
+    """A host meter in front of the server, its ledger in ``tmp_path/ledger``."""
+    return start_server(
+        "meter", "--role", "host", "--upstream", served, "--key-env", "K",
+        "--prices", str(_prices(tmp_path / "prices.json", input_per_mtok)),
+        "--ledger-dir", str(tmp_path / "ledger"), "--allocation", allocation, env={"K": KEY},
+    )  # fmt: skip
+
+
 def _ledger(directory: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (directory / "ledger.jsonl").read_text().splitlines()]
 
@@ -108,11 +119,7 @@ def test_the_meter_counts_what_a_real_server_reports_whole_and_streamed(
     served: str, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger"
-    meter, meter_url = start_server(
-        "meter", "--role", "host", "--upstream", served, "--key-env", "K",
-        "--prices", str(_prices(tmp_path / "prices.json", "100")), "--ledger-dir", str(ledger),
-        "--allocation", "5", env={"K": KEY},
-    )  # fmt: skip
+    meter, meter_url = _meter(served, tmp_path, "100", "5")
     try:
         client = openai.OpenAI(base_url=f"{meter_url}/v1", api_key="mw-meter", max_retries=0)
         assert [m.id for m in client.models.list()] == [MODEL]
@@ -149,11 +156,7 @@ def test_the_cap_holds_against_a_real_server_when_the_allocation_runs_out(
     tokens, at $1,000 per million) and costs what the server reports: an allocation of
     $0.50 runs out part-way through eight requests, and nothing is spent past it."""
     ledger = tmp_path / "ledger"
-    meter, meter_url = start_server(
-        "meter", "--role", "host", "--upstream", served, "--key-env", "K",
-        "--prices", str(_prices(tmp_path / "prices.json", "1000")), "--ledger-dir", str(ledger),
-        "--allocation", "0.50", env={"K": KEY},
-    )  # fmt: skip
+    meter, meter_url = _meter(served, tmp_path, "1000", "0.50")
     answered = blocked = 0
     refusals: list[str] = []
     try:
@@ -176,3 +179,60 @@ def test_the_cap_holds_against_a_real_server_when_the_allocation_runs_out(
     assert sum(line["status"] == "budget_blocked" for line in lines) == blocked
     summary = json.loads((ledger / "wire_ledger.json").read_text())
     assert float(summary["cost_usd"]) == pytest.approx(spent)
+
+
+def test_a_real_scenario_runs_through_the_benchmarks_loop_against_it_within_its_cap(
+    served: str, tmp_path: Path
+) -> None:
+    """banking_l1's window-0 tests, slb:blind through the package's own loop, host
+    `vllm/smol` (this server), each call limited to 48 tokens (the benchmark's per-call
+    `max_tokens`; SmolLM2 asked for its default 65,536 runs on past the meter's read
+    timeout). The allocation runs out part-way: every request after it is refused before
+    it goes upstream, the spend stays within it, and the rows and report still read."""
+    config = tmp_path / "hf.json"
+    price = {"input_per_mtok": "100", "cached_input_per_mtok": "100", "output_per_mtok": "1",
+             "max_output_tokens": 64}  # fmt: skip
+    config.write_text(json.dumps({
+        "schema_version": 1, "method": "slb:blind", "host_model": f"vllm/{MODEL}",
+        "prices": {"schema_version": 1, "date": "2026-12-03", "models": {f"vllm/{MODEL}": price}},
+    }))  # fmt: skip
+    runs = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, "-m", "bin.mw", "serve-learn", "run", "banking_l1", "--config",
+         str(config), "--dataset", str(DATASET), "--runs", str(runs), "--tag", "hf",
+         "--train-split", "1", "--allocation", "0.6", "--reasoning-effort", "none",
+         "--concurrency", "2", "--max-tokens", "48"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=500,
+        env={**os.environ, "VLLM_BASE_URL": served},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    root = runs / "hf"
+    finished = json.loads((root / "run.log").read_text().splitlines()[-1])["finished"]
+    assert finished["state"] == "budget_blocked"
+    results = root / "task" / "results" / "banking_l1_blind.jsonl"
+    header, *rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert (header["config"]["model"], header["config"]["max_tokens"]) == (f"vllm/{MODEL}", 48)
+    fields = {"scenario", "method", "model", "phase", "window", "timestamp", "task_id", "tier",
+              "family", "slice", "category", "reward", "answer_detail", "instruction", "tokens",
+              "judge_tokens", "trace"}  # fmt: skip
+    assert rows and all(fields <= set(row) for row in rows)
+    assert {row["status"] for row in rows} <= {"ok", "budget_blocked", "failed"}
+    assert any(row["status"] == "budget_blocked" for row in rows)
+    slb = Path(sys.executable).parent / "slb"
+    scored = subprocess.run([str(slb), "score", str(results)], capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    lines = [line for line in _ledger(root) if line["endpoint"] == "/v1/chat/completions"]
+    answered = [line for line in lines if line["status"] == "ok"]
+    assert answered, lines
+    assert all(line["usage"]["completion_tokens"] <= 48 for line in answered)  # type: ignore[index]
+    assert all(line["http_status"] == 429 and line["usage"] is None
+               for line in lines if line["status"] == "budget_blocked")  # fmt: skip
+    spent = sum(float(str(line["cost_usd"])) for line in lines)
+    assert spent <= 0.6
+    report = subprocess.run(
+        [sys.executable, "-m", "bin.mw", "report", str(root), "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)

@@ -131,6 +131,7 @@ def test_a_submission_carries_every_setting_to_the_daemon_and_no_key() -> None:
         "latency": Latency(first_token_seconds=0.1, tokens_per_second=20),
         "prices": prices,
         "reasoning_effort": "high",
+        "max_tokens": 4096,
         "judge_model": "local/scripted",
         "endpoints": {SEEDS_MODEL: endpoint},
         "secrets": {"FIREWORKS_API_KEY": KEY},

@@ -45,6 +45,21 @@ def test_a_host_model_given_learns_too_unless_a_learner_is_given(tmp_path: Path)
     assert settings["learner_model"] == "local/d"
 
 
+def test_max_tokens_is_the_benchmarks_per_call_limit_unless_given(tmp_path: Path) -> None:
+    config = tmp_path / "launch.yaml"
+    config.write_text("max_tokens: 512\n")
+    assert campaign_settings(Flags(scenario="synthetic_l1"), {"PATH": ""})["max_tokens"] == 65536
+    flags = Flags(scenario="synthetic_l1", config=config)
+    assert campaign_settings(flags, {"PATH": ""})["max_tokens"] == 512
+    given = Flags(scenario="synthetic_l1", config=config, max_tokens=48)
+    assert campaign_settings(given, {"PATH": ""})["max_tokens"] == 48
+    with pytest.raises(ConfigError, match="max_tokens 0 must be at least 1"):
+        launch_spec(Flags(scenario="synthetic_l1", max_tokens=0), {"PATH": ""}, tmp_path, "t")
+    config.write_text("max_tokens: 0\n")
+    with pytest.raises(ConfigError, match="max_tokens must be >= 1"):
+        campaign_settings(flags, {"PATH": ""})
+
+
 def test_the_defaults_and_only_the_mapping_given_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
