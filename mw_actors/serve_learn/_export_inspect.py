@@ -1,0 +1,215 @@
+"""A serve-and-learn run as Inspect AI eval logs, for ``inspect view`` (``mw export inspect``).
+
+Researchers read trajectories in Inspect's log viewer. Each results file of a run
+(``task/results/<scenario>_<method>.jsonl``) becomes one ``.eval`` log, written with
+Inspect's own API (``inspect_ai.log.write_eval_log``), and each episode one sample:
+
+- its messages: the instruction as the user's, then per step of the benchmark's
+  trace the model's turn (its text, its reasoning, its tool call) and the tool's
+  observation (the trace records it as the next call's ``Observation: ...`` input);
+- its score: ``reward`` on the benchmark's 0-1 scale, the score line as the
+  explanation, the verifier's ``answer_detail`` in the score's metadata;
+- its model usage, from the row's ``tokens`` (input, cached input, output, reasoning);
+- its metadata: phase, window, version (the checkpoint it ran on), the card of that
+  version where the run kept one, the benchmark's labels and the episode's status.
+
+The log's results hold the run's Hidden and Fully Specified scores, computed as
+``slb score`` does. What Inspect cannot hold is said in docs/design/serve_learn.md.
+Needs the optional extra ``mw[inspect]``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mw_errors import ConfigError
+
+from ._score import score_file
+
+__all__ = ["export_inspect"]
+
+
+def _inspect() -> Any:
+    try:
+        import inspect_ai.log as log
+    except ImportError:
+        raise ConfigError(
+            "mw export inspect needs Inspect AI, which is not installed",
+            hint="pip install 'mw[inspect]' (inspect-ai)",
+        ) from None
+    return log
+
+
+def _cards(root: Path) -> dict[int, str]:
+    """Each version's card, where the run kept its checkpoints (``<tag>/checkout/``)."""
+    checkout = root / root.name / "checkout"
+    try:
+        index = json.loads((checkout / "index.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    cards = {}
+    for version, digest in index.items():
+        card = checkout / "versions" / str(digest) / "card.md"
+        if card.is_file():
+            cards[int(version)] = card.read_text()
+    return cards
+
+
+def _messages(row: dict[str, Any]) -> list[Any]:
+    from inspect_ai.model import (
+        ChatMessageAssistant,
+        ChatMessageTool,
+        ChatMessageUser,
+        ContentReasoning,
+        ContentText,
+    )
+    from inspect_ai.tool import ToolCall
+
+    messages: list[Any] = [ChatMessageUser(content=str(row.get("instruction") or ""))]
+    trace = row.get("trace") or []
+    if not isinstance(trace, list):
+        return messages
+    for number, step in enumerate(trace):
+        if not isinstance(step, dict) or "kind" not in step:
+            continue  # a journal from before the benchmark's trace format: left out
+        calls = []
+        for call in step.get("tool_calls") or []:
+            try:
+                arguments = json.loads(call.get("arguments") or "{}")
+            except ValueError:
+                arguments = {"unparsed": call.get("arguments")}
+            calls.append(
+                ToolCall(
+                    id=str(call.get("id") or f"call_{number}"),
+                    function=str(call.get("name")),
+                    arguments=arguments,
+                )
+            )
+        content: list[Any] = []
+        if step.get("reasoning"):
+            content.append(ContentReasoning(reasoning=str(step["reasoning"])))
+        content.append(ContentText(text=str(step.get("raw") or "")))
+        messages.append(ChatMessageAssistant(content=content, tool_calls=calls or None))
+        if step.get("kind") == "tool":
+            messages.append(
+                ChatMessageTool(
+                    content=str(step.get("obs") or ""),
+                    function=str(step.get("name")),
+                    tool_call_id=str(step.get("call_id") or ""),
+                )
+            )
+    return messages
+
+
+def _usage(tokens: dict[str, Any]) -> Any:
+    from inspect_ai.model import ModelUsage
+
+    given, output = int(tokens.get("input", 0)), int(tokens.get("output", 0))
+    return ModelUsage(
+        input_tokens=given,
+        output_tokens=output,
+        total_tokens=given + output,
+        input_tokens_cache_read=int(tokens.get("cache_input", 0)),
+        reasoning_tokens=int(tokens.get("reasoning", 0)),
+    )
+
+
+def _sample(number: int, row: dict[str, Any], cards: dict[int, str]) -> Any:
+    from inspect_ai.log import EvalSample
+    from inspect_ai.scorer import Score
+
+    reward = float(row.get("reward") or 0.0)
+    version = row.get("checkpoint")
+    metadata = {
+        key: row.get(key)
+        for key in (
+            "phase",
+            "window",
+            "timestamp",
+            "task_id",
+            "tier",
+            "family",
+            "slice",
+            "category",
+            "status",
+        )
+    }
+    metadata["version"] = version
+    if isinstance(version, int) and version in cards:
+        metadata["card"] = cards[version]
+    model = str(row.get("model") or "")
+    return EvalSample(
+        id=f"{number:05d}-{row.get('task_id')}",
+        epoch=1,
+        input=str(row.get("instruction") or ""),
+        target="",
+        messages=_messages(row),
+        scores={
+            "reward": Score(
+                value=reward,
+                explanation=f"Score: {reward * 100:g}/100.",
+                metadata={"answer_detail": row.get("answer_detail")},
+            )
+        },
+        metadata=metadata,
+        model_usage={model: _usage(row.get("tokens") or {})},
+    )
+
+
+def _log(results: Path, cards: dict[int, str]) -> Any:
+    log = _inspect()
+    header, *rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+    config = header.get("config", {})
+    scenario, method = str(config.get("scenario")), str(config.get("method"))
+    score = score_file(results)
+    created = datetime.fromtimestamp(results.stat().st_mtime, UTC).isoformat()
+    samples = [_sample(n, row, cards) for n, row in enumerate(rows)]
+    metrics = {
+        name: log.EvalMetric(name=name, value=value)
+        for name, value in (("hidden", score.hidden), ("fully_specified", score.fully_specified))
+        if value is not None
+    }
+    return log.EvalLog(
+        status="success",
+        eval=log.EvalSpec(
+            created=created,
+            task=f"{scenario}_{method}",
+            dataset=log.EvalDataset(name=scenario, samples=len(rows)),
+            model=str(config.get("model")),
+            config=log.EvalConfig(),
+            metadata={"mw_config": config},
+        ),
+        results=log.EvalResults(
+            total_samples=len(rows),
+            completed_samples=sum(row.get("status", "finished") == "finished" for row in rows),
+            scores=[log.EvalScore(name="reward", scorer="servelearnbench", metrics=metrics)],
+        ),
+        samples=samples,
+    )
+
+
+def export_inspect(run_dir: Path, output: Path | None = None) -> list[Path]:
+    """Write each results file of ``run_dir`` as an Inspect ``.eval`` log; their paths.
+
+    Raises:
+        ConfigError: Inspect is not installed, or ``run_dir`` holds no results.
+    """
+    log = _inspect()
+    files = sorted((run_dir / "task" / "results").glob("*.jsonl"))
+    if not files:
+        raise ConfigError(
+            f"{run_dir} holds no results (task/results/*.jsonl)",
+            hint="pass a serve-and-learn run directory",
+        )
+    output = output or run_dir / "inspect"
+    output.mkdir(parents=True, exist_ok=True)
+    cards = _cards(run_dir)
+    written = []
+    for results in files:
+        path = output / f"{results.stem}.eval"
+        log.write_eval_log(_log(results, cards), str(path), format="eval")
+        written.append(path)
+    return written
