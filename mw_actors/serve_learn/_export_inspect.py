@@ -58,20 +58,29 @@ def _cards(root: Path) -> dict[int, str]:
     return cards
 
 
-def _messages(row: dict[str, Any]) -> list[Any]:
+def _messages(row: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The episode's messages, and its events (a model call, then a tool call, per step).
+
+    Inspect's viewer draws a sample's transcript from its events.
+    """
+    from inspect_ai.event import ModelEvent, ToolEvent
     from inspect_ai.model import (
         ChatMessageAssistant,
         ChatMessageTool,
         ChatMessageUser,
         ContentReasoning,
         ContentText,
+        GenerateConfig,
+        ModelOutput,
     )
     from inspect_ai.tool import ToolCall
 
     messages: list[Any] = [ChatMessageUser(content=str(row.get("instruction") or ""))]
+    events: list[Any] = []
+    model = str(row.get("model") or "")
     trace = row.get("trace") or []
     if not isinstance(trace, list):
-        return messages
+        return messages, events
     for number, step in enumerate(trace):
         if not isinstance(step, dict) or "kind" not in step:
             continue  # a journal from before the benchmark's trace format: left out
@@ -92,16 +101,23 @@ def _messages(row: dict[str, Any]) -> list[Any]:
         if step.get("reasoning"):
             content.append(ContentReasoning(reasoning=str(step["reasoning"])))
         content.append(ContentText(text=str(step.get("raw") or "")))
-        messages.append(ChatMessageAssistant(content=content, tool_calls=calls or None))
+        said = ChatMessageAssistant(content=content, tool_calls=calls or None, model=model)
+        output = ModelOutput.from_message(said, stop_reason="tool_calls" if calls else "stop")
+        output.usage = _usage(step.get("usage") or {})
+        events.append(
+            ModelEvent(model=model, input=list(messages), tools=[], tool_choice="auto",
+                       config=GenerateConfig(), output=output)
+        )  # fmt: skip
+        messages.append(said)
         if step.get("kind") == "tool":
-            messages.append(
-                ChatMessageTool(
-                    content=str(step.get("obs") or ""),
-                    function=str(step.get("name")),
-                    tool_call_id=str(step.get("call_id") or ""),
-                )
-            )
-    return messages
+            observed = str(step.get("obs") or "")
+            call_id, name = str(step.get("call_id") or ""), str(step.get("name"))
+            messages.append(ChatMessageTool(content=observed, function=name, tool_call_id=call_id))
+            events.append(
+                ToolEvent(id=call_id, function=name, arguments=dict(step.get("args") or {}),
+                          result=observed)
+            )  # fmt: skip
+    return messages, events
 
 
 def _usage(tokens: dict[str, Any]) -> Any:
@@ -141,12 +157,14 @@ def _sample(number: int, row: dict[str, Any], cards: dict[int, str]) -> Any:
     if isinstance(version, int) and version in cards:
         metadata["card"] = cards[version]
     model = str(row.get("model") or "")
+    messages, events = _messages(row)
     return EvalSample(
         id=f"{number:05d}-{row.get('task_id')}",
         epoch=1,
         input=str(row.get("instruction") or ""),
         target="",
-        messages=_messages(row),
+        messages=messages,
+        events=events,
         scores={
             "reward": Score(
                 value=reward,
@@ -172,8 +190,14 @@ def _log(results: Path, cards: dict[int, str]) -> Any:
         for name, value in (("hidden", score.hidden), ("fully_specified", score.fully_specified))
         if value is not None
     }
+    started, ended = _span(results.parent.parent.parent, created)
+    usage: dict[str, Any] = {}
+    for sample in samples:
+        for model, used in sample.model_usage.items():
+            usage[model] = usage[model] + used if model in usage else used
     return log.EvalLog(
         status="success",
+        stats=log.EvalStats(started_at=started, completed_at=ended, model_usage=usage),
         eval=log.EvalSpec(
             created=created,
             task=f"{scenario}_{method}",
@@ -189,6 +213,21 @@ def _log(results: Path, cards: dict[int, str]) -> Any:
         ),
         samples=samples,
     )
+
+
+def _span(root: Path, otherwise: str) -> tuple[str, str]:
+    """When the run's host requests began and ended (its ledger), as Inspect's stats take."""
+    times = []
+    try:
+        for line in (root / "ledger.jsonl").read_text().splitlines():
+            entry = json.loads(line)
+            times += [float(entry["started"]), float(entry["ended"])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return otherwise, otherwise
+    if not times:
+        return otherwise, otherwise
+    first, last = (datetime.fromtimestamp(t, UTC).isoformat() for t in (min(times), max(times)))
+    return first, last
 
 
 def export_inspect(run_dir: Path, output: Path | None = None) -> list[Path]:

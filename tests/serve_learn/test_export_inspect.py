@@ -57,6 +57,13 @@ def test_each_episode_is_a_sample_with_its_messages_score_usage_and_card(tmp_pat
         assert calls == [step["name"] for step in row["trace"]]
         observed = [m.text for m in sample.messages if m.role == "tool"]
         assert observed == [step["obs"] for step in row["trace"] if step["kind"] == "tool"]
+        # The transcript's events: a model call per step, with that call's usage, and each
+        # tool call with what it returned.
+        models = [e for e in sample.events if e.event == "model"]
+        assert [e.output.usage.output_tokens for e in models] == [
+            step["usage"]["output"] for step in row["trace"]]  # fmt: skip
+        tools = [e.result for e in sample.events if e.event == "tool"]
+        assert tools == observed
     assert any("card" in sample.metadata for sample in log.samples)
     # The samples' usage is the host meter's ledger, request for request.
     ledger = json.loads((root / "wire_ledger.json").read_text())
