@@ -454,19 +454,21 @@ class WorldModel:
         scored on such a case, and the family was taken on them, the family is the form
         those cases take: a failed one missed an item, not the form.
         """
+        families = sorted({case.itemized for case in self.cases if case.itemized})
         if self._single_scored is None:
+            keys = {family.rsplit("|", 1)[-1] for family in families}
             self._single_scored = {
                 key
                 for case in self.cases
                 if case.reward >= SCORED and not (case.itemized or case.chose)
-                for key in {c.itemized.rsplit("|", 1)[-1] for c in self.cases if c.itemized}
+                for key in keys
                 if rules.items_of(case.text, key)
             }
         for signature in self.signatures:
             if ITEMS not in signature:
                 continue
             name = signature.split("(", 1)[0]
-            for family in {c.itemized for c in self.cases if c.itemized}:
+            for family in families:
                 tool, _, key = family.split("|")
                 if tool != name or key in self._single_scored:
                     continue
