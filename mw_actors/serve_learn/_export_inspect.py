@@ -7,6 +7,8 @@ Inspect's own API (``inspect_ai.log.write_eval_log``), and each episode one samp
 - its messages: the instruction as the user's, then per step of the benchmark's
   trace the model's turn (its text, its reasoning, its tool call) and the tool's
   observation (the trace records it as the next call's ``Observation: ...`` input);
+- its events, from which the viewer draws the transcript: per step a model event
+  (the messages before it, the turn, that call's usage) and a tool event;
 - its score: ``reward`` on the benchmark's 0-1 scale, the score line as the
   explanation, the verifier's ``answer_detail`` in the score's metadata;
 - its model usage, from the row's ``tokens`` (input, cached input, output, reasoning);
