@@ -352,7 +352,8 @@ class WorldModel:
         self.now = now
         self._docs = [tokenize(c.text) for c in cases]
         self._facts: list[rules.Row] | None = None  # the cases' facts, read when first asked
-        self._single_scored: set[str] | None = None  # item keys a single outcome scored with
+        # The item-by-item families taken, and the item keys a single outcome scored with.
+        self._itemized: tuple[list[str], set[str]] | None = None
         self.since = since  # where the rules' evidence starts (a detected change)
         self._categories = sorted(
             {
@@ -444,8 +445,12 @@ class WorldModel:
             self.filled(s, query) for s in sorted(self.signatures, key=lambda s: (-estimate[s], s))
         ]
         order = sorted(order, key=lambda s: ITEMS in s or CHOICE in s)
-        chosen = self._chosen_as_cases(query) or self._itemized_form(query)
+        chosen = self._chosen_form(query)
         return order if chosen is None else [chosen, *(s for s in order if s != chosen)]
+
+    def _chosen_form(self, query: str) -> str | None:
+        """The outcome a case's items decide (a choice's, or a batch's form), if any."""
+        return self._chosen_as_cases(query) or self._itemized_form(query)
 
     def _itemized_form(self, query: str) -> str | None:
         """The outcome decided item by item, filled, for a case listing its items.
@@ -454,23 +459,25 @@ class WorldModel:
         scored on such a case, and the family was taken on them, the family is the form
         those cases take: a failed one missed an item, not the form.
         """
-        families = sorted({case.itemized for case in self.cases if case.itemized})
-        if self._single_scored is None:
+        if self._itemized is None:
+            families = sorted({case.itemized for case in self.cases if case.itemized})
             keys = {family.rsplit("|", 1)[-1] for family in families}
-            self._single_scored = {
+            single_scored = {
                 key
                 for case in self.cases
                 if case.reward >= SCORED and not (case.itemized or case.chose)
                 for key in keys
                 if rules.items_of(case.text, key)
             }
+            self._itemized = families, single_scored
+        families, single_scored = self._itemized
         for signature in self.signatures:
             if ITEMS not in signature:
                 continue
             name = signature.split("(", 1)[0]
             for family in families:
                 tool, _, key = family.split("|")
-                if tool != name or key in self._single_scored:
+                if tool != name or key in single_scored:
                     continue
                 if rules.items_of(_untimed(query), key):
                     filled = self.filled(signature, query)
@@ -533,7 +540,7 @@ class WorldModel:
                 best = best or rules.rank(trees, {**case, **own})
                 if best is None:
                     return signature  # an item nothing decides: the items stay unfilled
-                decided.append({key: ordinal, **json.loads(best or "{}")})
+                decided.append({key: ordinal, **json.loads(best)})
             listed = json.dumps(decided, ensure_ascii=False)
             return signature.replace(f"{argument}={ITEMS}", f"{argument}={listed}")
         return signature
@@ -571,7 +578,7 @@ class WorldModel:
         if len(ranked) > 1:
             lines.append("others: " + "; ".join(f"{s} {estimate[s]:.2f}" for s in ranked[1:5]))
         lines.append("rule: " + _rule_line(path, best))
-        chosen = self._chosen_as_cases(query) or self._itemized_form(query)
+        chosen = self._chosen_form(query)
         if chosen is not None and chosen != shown:  # the items decided as single cases are
             lines.insert(0, f"best: {chosen} (its items decided as single cases are)")
             lines[1] = "next: " + lines[1].removeprefix("best: ")
@@ -808,14 +815,20 @@ def _as_cases(
             shown = rules.items_of(case.text, argument)
             if shown and (case.chose == family or not (case.chose or case.itemized)):
                 choices.append((family, row.facts, shown, case.choice, case.signature, case))
-    batches = []
-    for row, case in scored:
-        if case.itemized:
-            shown = rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1])
-            batches.append((case.itemized, row.facts, shown, case.items, case.block))
-    listed = [
-        (case.itemized, rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1]), case.items)
+    # Each batch's items, read once: every batch served names the decisions, the scored
+    # ones (since the change) teach what a stand-in's outcome means.
+    shown_items = [
+        rules.items_of(case.text, case.itemized.rsplit("|", 1)[-1]) if case.itemized else {}
         for case in cases
+    ]
+    batches = [
+        (case.itemized, row.facts, shown, case.items, case.block)
+        for row, case, shown in zip(rows, cases, shown_items, strict=True)
+        if case.itemized and row.scored and case.block >= since
+    ]
+    listed = [
+        (case.itemized, shown, case.items)
+        for case, shown in zip(cases, shown_items, strict=True)
         if case.itemized
     ]
     outcomes = [case.signature for case in cases if not (case.itemized or case.chose)]
