@@ -29,7 +29,7 @@ from typing import Any
 
 from mw_errors import ConfigError
 
-from ._score import score_file
+from ._score import SettingScore, score_file
 
 __all__ = ["export_inspect"]
 
@@ -53,9 +53,9 @@ def _cards(root: Path) -> dict[int, str]:
     except (OSError, ValueError):
         return {}
     cards = {}
-    for version, digest in index.items():
+    for version, digest in index.items() if isinstance(index, dict) else ():
         card = checkout / "versions" / str(digest) / "card.md"
-        if card.is_file():
+        if str(version).isdigit() and card.is_file():
             cards[int(version)] = card.read_text()
     return cards
 
@@ -179,14 +179,23 @@ def _sample(number: int, row: dict[str, Any], cards: dict[int, str]) -> Any:
     )
 
 
-def _log(results: Path, cards: dict[int, str]) -> Any:
+def _log(results: Path, score: SettingScore, cards: dict[int, str]) -> Any:
+    """The log of one results file, which ``score`` (its :func:`score_file`) has checked."""
     log = _inspect()
-    header, *rows = [json.loads(line) for line in results.read_text().splitlines() if line]
-    config = header.get("config", {})
-    scenario, method = str(config.get("scenario")), str(config.get("method"))
-    score = score_file(results)
+    lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    config = next(line["config"] for line in lines if "config" in line)
+    rows = [line for line in lines if "config" not in line]
+    scenario, method = score.scenario, score.method
     created = datetime.fromtimestamp(results.stat().st_mtime, UTC).isoformat()
-    samples = [_sample(n, row, cards) for n, row in enumerate(rows)]
+    samples = []
+    for number, row in enumerate(rows):
+        try:
+            samples.append(_sample(number, row, cards))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"{results}: episode row {number + 1} has a field of the wrong kind ({exc})",
+                hint="give a results file as mw writes it",
+            ) from None
     metrics = {
         name: log.EvalMetric(name=name, value=value)
         for name, value in (("hidden", score.hidden), ("fully_specified", score.fully_specified))
@@ -204,7 +213,7 @@ def _log(results: Path, cards: dict[int, str]) -> Any:
             created=created,
             task=f"{scenario}_{method}",
             dataset=log.EvalDataset(name=scenario, samples=len(rows)),
-            model=str(config.get("model")),
+            model=score.model,
             config=log.EvalConfig(),
             metadata={"mw_config": config},
         ),
@@ -245,12 +254,16 @@ def export_inspect(run_dir: Path, output: Path | None = None) -> list[Path]:
             f"{run_dir} holds no results (task/results/*.jsonl)",
             hint="pass a serve-and-learn run directory",
         )
+    scores = [score_file(results) for results in files]  # a malformed file: before any write
     output = output or run_dir / "inspect"
-    output.mkdir(parents=True, exist_ok=True)
     cards = _cards(run_dir)
     written = []
-    for results in files:
+    for results, score in zip(files, scores, strict=True):
+        whole = _log(results, score, cards)
+        output.mkdir(parents=True, exist_ok=True)
         path = output / f"{results.stem}.eval"
-        log.write_eval_log(_log(results, cards), str(path), format="eval")
+        partial = output / f".{results.stem}.writing.eval"  # a log is whole, or not there
+        log.write_eval_log(whole, str(partial), format="eval")
+        partial.replace(path)
         written.append(path)
     return written

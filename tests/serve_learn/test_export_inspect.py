@@ -76,3 +76,31 @@ def test_a_folder_without_results_is_one_line_saying_what_to_pass(tmp_path: Path
     done = mw("export", "inspect", str(tmp_path))
     assert done.returncode == 2
     assert "holds no results" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+HEADER = '{"config": {"scenario": "x", "method": "m", "model": "local/scripted"}}\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (HEADER + "not json\n", "x_m.jsonl:2: not JSON"),
+        ("[1, 2]\n", "a row is a JSON object, not list"),
+        ('{"phase": "test", "category": "hidden", "reward": 1}\n', "has no config line"),
+        (HEADER + '{"phase": "serving", "reward": 0, "tokens": [1]}\n', "episode row 1"),
+        (HEADER + '{"phase": "serving", "reward": 0, "tokens": {"input": "lots"}}\n',
+         "episode row 1"),
+        (HEADER + '{"phase": "serving", "reward": 0, "trace": [{"kind": "tool", '
+         '"tool_calls": "x"}]}\n', "episode row 1"),
+    ],
+)  # fmt: skip
+def test_a_malformed_results_file_is_one_line_and_nothing_is_written(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    results = tmp_path / "task" / "results"
+    results.mkdir(parents=True)
+    (results / "x_m.jsonl").write_text(text)
+    done = mw("export", "inspect", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "inspect").exists()
