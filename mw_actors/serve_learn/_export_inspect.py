@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import meters
 from mw_errors import ConfigError
 
 from ._score import SettingScore, score_file
@@ -179,8 +180,13 @@ def _sample(number: int, row: dict[str, Any], cards: dict[int, str]) -> Any:
     )
 
 
-def _log(results: Path, score: SettingScore, cards: dict[int, str]) -> Any:
-    """The log of one results file, which ``score`` (its :func:`score_file`) has checked."""
+def _log(
+    results: Path, score: SettingScore, cards: dict[int, str], span: tuple[str, str] | None
+) -> Any:
+    """The log of one results file, which ``score`` (its :func:`score_file`) has checked.
+
+    ``span``: when the run's requests began and ended (None: the file's time, for both).
+    """
     log = _inspect()
     lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     config = next(line["config"] for line in lines if "config" in line)
@@ -201,7 +207,7 @@ def _log(results: Path, score: SettingScore, cards: dict[int, str]) -> Any:
         for name, value in (("hidden", score.hidden), ("fully_specified", score.fully_specified))
         if value is not None
     }
-    started, ended = _span(results.parent.parent.parent, created)
+    started, ended = span or (created, created)
     usage: dict[str, Any] = {}
     for sample in samples:
         for model, used in sample.model_usage.items():
@@ -226,19 +232,19 @@ def _log(results: Path, score: SettingScore, cards: dict[int, str]) -> Any:
     )
 
 
-def _span(root: Path, otherwise: str) -> tuple[str, str]:
-    """When the run's host requests began and ended (its ledger), as Inspect's stats take."""
-    times = []
-    try:
-        for line in (root / "ledger.jsonl").read_text().splitlines():
-            entry = json.loads(line)
-            times += [float(entry["started"]), float(entry["ended"])]
-    except (OSError, ValueError, KeyError, TypeError):
-        return otherwise, otherwise
-    if not times:
-        return otherwise, otherwise
-    first, last = (datetime.fromtimestamp(t, UTC).isoformat() for t in (min(times), max(times)))
-    return first, last
+def _span(run_dir: Path) -> tuple[str, str] | None:
+    """When the run's host requests began and ended (its ledger), as Inspect's stats take.
+
+    Raises:
+        MeterError: a damaged ledger line that is not the last.
+    """
+    path = run_dir / "ledger.jsonl"
+    lines = meters.read_ledger(path) if path.is_file() else []
+    if not lines:
+        return None
+    first = datetime.fromtimestamp(min(line.started for line in lines), UTC)
+    last = datetime.fromtimestamp(max(line.ended for line in lines), UTC)
+    return first.isoformat(), last.isoformat()
 
 
 def export_inspect(run_dir: Path, output: Path | None = None) -> list[Path]:
@@ -256,10 +262,10 @@ def export_inspect(run_dir: Path, output: Path | None = None) -> list[Path]:
         )
     scores = [score_file(results) for results in files]  # a malformed file: before any write
     output = output or run_dir / "inspect"
-    cards = _cards(run_dir)
+    cards, span = _cards(run_dir), _span(run_dir)
     written = []
     for results, score in zip(files, scores, strict=True):
-        whole = _log(results, score, cards)
+        whole = _log(results, score, cards, span)
         output.mkdir(parents=True, exist_ok=True)
         path = output / f"{results.stem}.eval"
         partial = output / f".{results.stem}.writing.eval"  # a log is whole, or not there
