@@ -53,8 +53,9 @@ def _free_pair() -> int:
     raise AssertionError("no free pair of ports")
 
 
-def _until_ended(tag: str, runs: Path, log: Path) -> dict[str, object]:
-    deadline = time.monotonic() + 400
+def _until_ended(tag: str, runs: Path, log: Path, within: float = 400) -> dict[str, object]:
+    """``mw status TAG --json`` once the campaign is no longer running (a hang guard)."""
+    deadline = time.monotonic() + within
     while True:
         status = subprocess.run(
             [sys.executable, "-m", "bin.mw", "status", tag, "--runs", str(runs), "--json"],
@@ -62,7 +63,7 @@ def _until_ended(tag: str, runs: Path, log: Path) -> dict[str, object]:
         )  # fmt: skip
         if status.returncode == 0:
             found: dict[str, object] = json.loads(status.stdout)
-            if found["state"] not in ("starting", "running"):
+            if found["state"] != "running":
                 return found
         assert time.monotonic() < deadline, log.read_text() if log.exists() else status.stderr
         time.sleep(0.5)
@@ -153,19 +154,8 @@ def test_with_a_daemon_running_the_launcher_submits_to_it(tmp_path: Path) -> Non
         done = launch("synthetic_l1", env=env)
         assert done.returncode == 0, done.stderr
         assert "submitted viad to the daemon" in done.stdout
-        deadline = time.monotonic() + 100
-        while True:
-            status = subprocess.run(
-                [*mw, "status", "viad", "--runs", str(runs), "--json"],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if status.returncode == 0 and json.loads(status.stdout)["state"] == "completed":
-                break
-            assert time.monotonic() < deadline, status.stdout + status.stderr
-            time.sleep(0.3)
+        status = _until_ended("viad", runs, runs / "viad" / "run.log", within=100)
+        assert status["state"] == "completed", status
         assert not (runs / "viad.launch.log").exists()  # it ran in the daemon, not in nohup
     finally:
         subprocess.run(
