@@ -43,8 +43,10 @@ __all__ = [
     "grow",
     "grow_each",
     "id_shape",
+    "in_scope",
     "items_of",
     "prose_words",
+    "scopes",
     "words_of",
 ]
 
@@ -62,6 +64,7 @@ MAX_CATEGORIES = 16  # a category with more values is a name (a person, a firm, 
 MIN_NAME = 4  # cases on the named side of a split on a name
 NAME_WEIGHT = 0.25  # of a name's (or word's) gain: a rule on one name reaches no other
 CHI2_MIN = 6.63  # a split must be this sure (chi-squared, p < 0.01 at one degree of freedom)
+SCOPE_CHANCE = 0.001  # a scope must be this unlikely to come of chance
 
 
 def id_shape(value: Any) -> str | None:
@@ -500,6 +503,48 @@ def _chi2(yes: Sequence[Row], no: Sequence[Row], now: int) -> float:
             if expected > 0:
                 statistic += (table[i][j] - expected) ** 2 / expected
     return statistic
+
+
+def scopes(rows: Sequence[Row]) -> dict[str, dict[str, str]]:
+    """Where each outcome goes: the categories that every case it scored on shared.
+
+    Each outcome's trees are fitted alone, so two of them may both claim a kind of
+    case that neither ever scored on (a request of one kind stands in for an item,
+    and a rule learned on another kind's amounts fires for it). An outcome that has
+    only ever scored where ``case.kind = limit_increase`` goes only there. A shared
+    category is a scope only where chance would rarely give it: the category's
+    share of the scored cases, to the power of the outcome's successes, is below
+    :data:`SCOPE_CHANCE` (five successes in a category of one case in four are not
+    enough; five in one of ten are). A category of many values is a name, never a
+    scope. A case that lacks the fact is not out of scope.
+    """
+    scored = [row for row in rows if row.scored]
+    shares: dict[str, dict[str, int]] = {}
+    for row in scored:
+        for key, value in row.facts.items():
+            if isinstance(value, str) and not key.startswith("word:"):
+                counted = shares.setdefault(key, {})
+                counted[value] = counted.get(value, 0) + 1
+    found: dict[str, dict[str, str]] = {}
+    for outcome in sorted({row.outcome for row in scored}):
+        mine = [row for row in scored if row.outcome == outcome]
+        scope = {}
+        for key, counted in sorted(shares.items()):
+            if not 2 <= len(counted) <= MAX_CATEGORIES:
+                continue
+            values = {row.facts.get(key) for row in mine}
+            shared = values.pop()
+            if values or not isinstance(shared, str):
+                continue
+            if (counted[shared] / len(scored)) ** len(mine) < SCOPE_CHANCE:
+                scope[key] = shared
+        found[outcome] = scope
+    return found
+
+
+def in_scope(scope: dict[str, str], facts: dict[str, Value]) -> bool:
+    """Whether ``facts`` (a case) is within an outcome's ``scope`` (:func:`scopes`)."""
+    return all(facts.get(key, value) == value for key, value in scope.items())
 
 
 def describe(path: Sequence[Node]) -> str:

@@ -91,6 +91,7 @@ CHOICE = "<item>"  # in a signature: which of the case's numbered items, filled 
 ITEM_GATE = 3.84  # an item's rule needs p < 0.05: items learn from scored cases only, few
 LIKELY = 0.5  # an outcome whose rule gives it this chance fires for the case
 MIN_SHARED = 2  # scored cases a firing rule must hold for, to estimate the outcomes on them
+OUT_OF_SCOPE = 0.01  # an outcome's estimate on a case outside its scope is scaled by this
 CHOSEN, PASSED = "chosen", "passed over"  # an item of an ordered choice, before the one chosen
 
 
@@ -337,6 +338,7 @@ class WorldModel:
         choices: dict[str, rules.Node] | None = None,
         as_cases: standins.ItemsAsCases | None = None,
         since: int = 0,
+        scopes: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.vocabulary = vocabulary  # words that are facts (for a query written in words)
         self.signatures = signatures
@@ -355,6 +357,8 @@ class WorldModel:
         # The item-by-item families taken, and the item keys a single outcome scored with.
         self._itemized: tuple[list[str], set[str]] | None = None
         self.since = since  # where the rules' evidence starts (a detected change)
+        # Per signature: the categories of every case it scored on (rules.scopes).
+        self.scopes = scopes or {}
         self._categories = sorted(
             {
                 (n.fact, n.value)
@@ -389,6 +393,18 @@ class WorldModel:
         the narrowest rule that fires: the exception is judged where it applies.
         """
         facts = self.facts(query)
+        return self._scoped(self._estimate(facts), facts)
+
+    def _scoped(
+        self, estimate: dict[str, float], facts: dict[str, rules.Value]
+    ) -> dict[str, float]:
+        """``estimate`` with each outcome outside its scope (:func:`rules.scopes`) put last."""
+        return {
+            s: e if rules.in_scope(self.scopes.get(s, {}), facts) else e * OUT_OF_SCOPE
+            for s, e in estimate.items()
+        }
+
+    def _estimate(self, facts: dict[str, rules.Value]) -> dict[str, float]:
         paths = {s: self._path(s, facts) for s in self.signatures}
         estimate = {s: path[-1].estimate.get(s, 0.0) for s, path in paths.items()}
         likely = [s for s in self.signatures if estimate[s] >= LIKELY]
@@ -486,8 +502,15 @@ class WorldModel:
 
     def _plain(self, facts: dict[str, rules.Value]) -> str | None:
         """The likeliest outcome of a single case (no items) with ``facts``."""
-        plain = {s: t for s, t in self.trees.items() if ITEMS not in s and CHOICE not in s}
-        return rules.rank(plain, facts)
+        estimate = self._scoped(
+            {
+                s: t.leaf(facts)[-1].estimate.get(s, 0.0)
+                for s, t in self.trees.items()
+                if ITEMS not in s and CHOICE not in s
+            },
+            facts,
+        )
+        return min(estimate, key=lambda s: (-estimate[s], s)) if estimate else None
 
     def _chosen_as_cases(self, query: str) -> str | None:
         """The outcome of an ordered choice decided through its items as single cases."""
@@ -604,6 +627,14 @@ class WorldModel:
         ]
         said = _stated(self.trees, lambda signature: f"`{signature}`")
         lines += said or ["- (no rule has evidence yet)"]
+        scoped = [
+            f"- `{signature}`: only where "
+            + " and ".join(f"{key} = {value}" for key, value in sorted(scope.items()))
+            for signature, scope in sorted(self.scopes.items())
+            if scope
+        ]
+        if scoped:
+            lines += ["", "## Where each action has scored (never elsewhere)", "", *scoped]
         for family, trees in self.items.items():
             tool, argument, key = family.split("|")
             if said := _stated(trees, str):
@@ -645,6 +676,7 @@ class WorldModel:
             },
             "choices": {family: tree.encode() for family, tree in self.choices.items()},
             "as_cases": self.as_cases.encode(),
+            "scopes": self.scopes,
         }
         save_file(
             tensors,
@@ -682,6 +714,7 @@ class WorldModel:
                 family: rules.Node.decode(tree) for family, tree in index.get("choices", {}).items()
             },
             as_cases=standins.ItemsAsCases.decode(index.get("as_cases", {})),
+            scopes=index.get("scopes", {}),
         )
 
 
@@ -774,6 +807,9 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         items=_fit_items(rows, cases, since, now),
         choices=_fit_choices(rows, cases, since, now),
         since=since,
+        scopes=rules.scopes(
+            [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
+        ),
     )
     model.as_cases = _as_cases(model, rows, cases, since)
     return model

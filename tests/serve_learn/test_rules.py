@@ -420,3 +420,43 @@ def test_a_change_in_one_policy_is_followed_and_its_start_survives_a_checkpoint(
         assert loaded.since == model.since
         for amount in (200.0, 500.0, 800.0):
             assert loaded.estimate(query(amount)) == model.estimate(query(amount))
+
+
+def _kinds(n: int, block: int, rng: random.Random) -> Served:
+    """Payments escalate above $5000; limit requests (no amount) are denied above $4000."""
+    case = {"case_id": f"CASE-{1000 + n}"}
+    if n % 2:
+        facts: dict[str, Any] = {"kind": "payment", "amount": rng.choice([900.0, 3000.0, 7000.0])}
+        wanted = ("escalate", "big") if facts["amount"] > 5000 else ("approve", "")
+        text = f"Pay ${facts['amount']:.2f} on case CASE-{1000 + n}."
+    else:
+        facts = {"kind": "limit", "requested": rng.choice([2000.0, 3000.0, 4500.0, 6000.0])}
+        wanted = ("deny", "cap") if facts["requested"] > 4000 else ("approve", "")
+        text = f"Raise the limit to ${facts['requested']:.2f} on case CASE-{1000 + n}."
+    others = [d for d in [("approve", ""), ("escalate", "big"), ("deny", "cap")] if d != wanted]
+    taken = wanted if rng.random() < 0.7 else rng.choice(others)
+    acted = (taken[0], {**case, **({"reason": taken[1]} if taken[1] else {})})
+    return _episode(n, block, text, ("get_case", case, {**case, **facts}), acted,
+                    float(taken == wanted))  # fmt: skip
+
+
+def test_an_outcome_goes_only_to_the_kind_of_case_it_has_scored_on() -> None:
+    """Escalation has only ever scored on payments. A limit request of $9000 is larger than
+    any request served: the figure that escalation's rule reads (above $5000) is where only
+    payments were, and the denial's rule never saw so much. The request still goes as
+    limit requests do, and the card says where each action has scored."""
+    rng = random.Random(0)
+    model = fit([_kinds(n, n // 12, rng) for n in range(144)], now=11)
+    assert model.scopes["escalate(reason=big)"] == {"case.kind": "payment"}
+    assert model.scopes["approve()"] == {}  # it scored on both kinds
+    for requested, want in [(9000.0, "deny(reason=cap)"), (6000.0, "deny(reason=cap)"),
+                            (2500.0, "approve()")]:  # fmt: skip
+        query = f"Raise the limit to ${requested:.2f} on case CASE-9999.\n" + json.dumps(
+            {"case_id": "CASE-9999", "kind": "limit", "requested": requested}
+        )
+        assert model.ranked(query)[0] == want, (requested, model.estimate(query))
+    card = model.card(12)
+    assert "- `escalate(reason=big)`: only where case.kind = payment" in card
+    with tempfile.TemporaryDirectory() as out:
+        model.save(Path(out), 12)
+        assert WorldModel.load(Path(out)).scopes == model.scopes
