@@ -32,6 +32,7 @@ import itertools
 import json
 import math
 import re
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,9 @@ MAX_CATEGORIES = 16  # a category with more values is a name (a person, a firm, 
 MIN_NAME = 4  # cases on the named side of a split on a name
 NAME_WEIGHT = 0.25  # of a name's (or word's) gain: a rule on one name reaches no other
 CHI2_MIN = 6.63  # a split must be this sure (chi-squared, p < 0.01 at one degree of freedom)
+SUMMED = 3  # numbers whose pairwise sums a split may test: the best splitting ones
+SAME_SCALE = 10.0  # two numbers summed have medians within this factor (one unit, likely)
+SUM = " + "  # in a fact's name: the sum of two numbers (``account.today_total + case.amount``)
 SCOPE_CHANCE = 0.001  # a scope must be this unlikely to come of chance
 
 
@@ -202,7 +206,7 @@ class Node:
     count: dict[str, int] = field(default_factory=dict)  # outcome -> successes here (unweighted)
 
     def holds(self, facts: dict[str, Value]) -> bool:
-        have = facts.get(self.fact or "")
+        have = value_of(facts, self.fact or "")
         if self.op == "=":
             return have == self.value
         return isinstance(have, float) and isinstance(self.value, float) and have <= self.value
@@ -237,12 +241,25 @@ class Node:
         return node
 
 
+def value_of(facts: dict[str, Value], fact: str) -> Value | None:
+    """A fact of a case, or the sum of two (``a + b``: None unless both are numbers)."""
+    if SUM not in fact:
+        return facts.get(fact)
+    total = 0.0
+    for part in fact.split(SUM):
+        value = facts.get(part)
+        if not isinstance(value, float):
+            return None
+        total += value
+    return total
+
+
 def _divide(
     node: Node, rows: Sequence[Row], test: tuple[str, str, Value]
 ) -> tuple[list[Row], list[Row]]:
     """Make ``node`` the rule ``test``; the rows it holds for, and the rest."""
     node.fact, node.op, node.value = test
-    node.absent = any(test[0] not in r.facts for r in rows)
+    node.absent = any(value_of(r.facts, test[0]) is None for r in rows)
     yes = [r for r in rows if node.holds(r.facts)]
     return yes, [r for r in rows if not node.holds(r.facts)]
 
@@ -299,16 +316,25 @@ def _split(
         if gain > 1e-6 and (best is None or gain > best[0] + 1e-12):
             best = (gain, key, op, value)
 
-    for key in sorted({*numeric, *groups}):
-        numbers = sorted(numeric.get(key, ()), key=lambda item: item[0])
+    def sweep(key: str, found: list[tuple[float, str, float]]) -> float:
+        """Consider every threshold on one number; the best gain among them."""
+        numbers = sorted(found, key=lambda item: item[0])
         left: dict[str, float] = {}
+        top = 0.0
         for index, (value, outcome, weight) in enumerate(numbers[:-1]):
             left[outcome] = left.get(outcome, 0.0) + weight
             following = numbers[index + 1][0]
             if following == value or index + 1 < MIN_LEAF or len(wins) - index - 1 < MIN_LEAF:
                 continue
             gain = base - _gini(left) - _gini(_minus(total, left))
+            top = max(top, gain)
             consider(gain, key, "<=", (value + following) / 2)
+        return top
+
+    splits: dict[str, float] = {}
+    for key in sorted({*numeric, *groups}):
+        if key in numeric:
+            splits[key] = sweep(key, numeric[key])
         # A category of many values is a name (a person, a firm, a month): a rule on one
         # of them needs more evidence than a rule on a kind.
         named = len(_values.get(key, ())) > MAX_CATEGORIES
@@ -321,6 +347,22 @@ def _split(
             gain = base - _gini(categories[category]) - _gini(_minus(total, categories[category]))
             weak = named or key.startswith("word:")
             consider(gain * (NAME_WEIGHT if weak else 1.0), key, "=", category)
+    # A rule may be on the sum of two numbers (today's total and this amount, over a
+    # cap): of the numbers that split best alone, each pair's sum is tried too.
+    summed = sorted(
+        (k for k in splits if not k.startswith("figure.")), key=lambda k: (-splits[k], k)
+    )[:SUMMED]
+    middle = {k: statistics.median(abs(v) for v, _, _ in numeric[k]) for k in summed}
+    for a, b in itertools.combinations(sorted(summed), 2):
+        low, high = sorted((middle[a], middle[b]))
+        if high > SAME_SCALE * max(low, 1e-9):  # sizes apart: not one quantity's parts
+            continue
+        found = []
+        for row, weight in wins:
+            x, y = row.facts.get(a), row.facts.get(b)
+            if isinstance(x, float) and isinstance(y, float):
+                found.append((x + y, row.outcome, weight))
+        sweep(f"{a}{SUM}{b}", found)
     return None if best is None else best[1:]
 
 

@@ -460,3 +460,29 @@ def test_an_outcome_goes_only_to_the_kind_of_case_it_has_scored_on() -> None:
     with tempfile.TemporaryDirectory() as out:
         model.save(Path(out), 12)
         assert WorldModel.load(Path(out)).scopes == model.scopes
+
+
+def test_a_rule_on_the_sum_of_two_numbers_is_learned_and_stated() -> None:
+    """Escalate when today's total plus this amount passes $2000; a tenure in years is
+    summed with neither (its size is apart from theirs)."""
+    rng = random.Random(5)
+    served = []
+    for n in range(144):
+        total, amount = rng.uniform(0, 1900), rng.uniform(20, 1500)
+        facts = {"today_total": round(total, 2), "amount": round(amount, 2),
+                 "tenure_years": rng.randint(1, 9)}  # fmt: skip
+        wanted = "escalate" if total + amount > 2000 else "approve"
+        right = rng.random() < 0.7
+        taken = wanted if right else ("approve" if wanted == "escalate" else "escalate")
+        served.append(_served(n, n // 12, facts, taken, float(taken == wanted)))
+    model = fit(served, now=11)
+    for total, amount, want in [(1500.0, 650.0, "escalate"), (1500.0, 350.0, "approve"),
+                                (300.0, 1850.0, "escalate"), (900.0, 950.0, "approve"),
+                                (1100.0, 1050.0, "escalate")]:  # fmt: skip
+        query = "Decide case CASE-9999.\n" + json.dumps(
+            {"case_id": "CASE-9999", "today_total": total, "amount": amount, "tenure_years": 4}
+        )
+        assert model.ranked(query)[0] == f"decide(decision={want})", (total, amount)
+    card = model.card(12)
+    assert "case.amount + case.today_total" in card, card
+    assert "tenure_years +" not in card and "+ case.tenure_years" not in card
