@@ -812,7 +812,46 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         ),
     )
     model.as_cases = _as_cases(model, rows, cases, since)
+    lines = _lines_as_cases(model, rows, cases)
+    if lines:  # the single cases' rules learn from the scored batches' lines too
+        single = [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
+        model.trees = rules.grow_each(_evidence([*rows, *lines], since), now, signatures)
+        model.scopes = rules.scopes([*single, *lines])
+        model.as_cases = _as_cases(model, rows, cases, since)
     return model
+
+
+def _lines_as_cases(model: WorldModel, rows: list[rules.Row], cases: list[Case]) -> list[rules.Row]:
+    """Each line of a batch that scored, as the single case it stands for.
+
+    A batch that scored decided every line right, and a line's decision says what a
+    single outcome says (``{"action": "escalate", "reason": "late"}`` is
+    ``escalate(reason=late)``, :func:`standins.said_alike`). Batches are rarer than
+    single cases, but carry several lines each: where single cases of a kind are
+    few (a threshold seen scored four times), their lines are most of its evidence.
+    """
+    outcomes = [c.signature for c in cases if not (c.itemized or c.chose)]
+    decisions: dict[str, set[str]] = {}
+    for case in cases:
+        if case.itemized:
+            decisions.setdefault(case.itemized, set()).update(d for _, d in case.items)
+    found = []
+    for family, seen in decisions.items():
+        table = standins.said_alike(outcomes, seen)
+        meant: dict[str, list[str]] = {}
+        for outcome, decision in table.items():
+            meant.setdefault(decision, []).append(outcome)
+        key = family.rsplit("|", 1)[-1]
+        for row, case in zip(rows, cases, strict=True):
+            if case.itemized != family or not row.scored or case.block < model.since:
+                continue
+            shown = rules.items_of(case.text, key)
+            for ordinal, decision in case.items:
+                said = meant.get(decision, [])
+                if ordinal in shown and len(said) == 1:
+                    facts = model.as_cases.stand_in(row.facts, shown[ordinal])
+                    found.append(rules.Row(facts, said[0], True, case.block))
+    return found
 
 
 def _evidence(rows: list[rules.Row], since: int) -> list[rules.Row]:

@@ -486,3 +486,41 @@ def test_a_rule_on_the_sum_of_two_numbers_is_learned_and_stated() -> None:
     card = model.card(12)
     assert "case.amount + case.today_total" in card, card
     assert "tenure_years +" not in card and "+ case.tenure_years" not in card
+
+
+def test_the_lines_of_scored_batches_teach_the_single_cases_rules() -> None:
+    """Single payments are rare, batches of three are common: the rules for a payee's
+    review and for a large amount are learned from the batches' lines, and reach a
+    single payment."""
+    rng = random.Random(3)
+    served = []
+    for n in range(144):
+        days, amount = rng.choice([5, 20, 90, 700]), rng.choice([150.0, 900.0, 6000.0, 9000.0])
+        if n % 12 == 0:
+            served.append(_request(n, n // 12, days, amount, rng.random() < 0.5))
+            continue
+        lines, wanted = [], []
+        for line in (1, 2, 3):
+            days, amount = rng.choice([5, 20, 90, 700]), rng.choice([150.0, 900.0, 9000.0])
+            lines.append({"line": line, "payee_added_days_ago": days, "amount": amount})
+            decision: dict[str, Any] = {"line": line, "action": "approve"}
+            if days <= 30:
+                decision = {"line": line, "action": "escalate", "reason": "new_payee"}
+            elif amount > 5000:
+                decision = {"line": line, "action": "escalate", "reason": "big"}
+            wanted.append(decision)
+        right = rng.random() < 0.6
+        taken = wanted if right else [{"line": d["line"], "action": "approve"} for d in wanted]
+        batch = {"batch_id": f"BATCH-{1000 + n}"}
+        served.append(_episode(n, n // 12, f"Settle batch BATCH-{1000 + n}.",
+                               ("look", batch, {**batch, "lines": lines}),
+                               ("settle", {**batch, "decisions": taken}),
+                               float(taken == wanted)))  # fmt: skip
+    model = fit(served, now=11)
+    for days, amount, want in [(700, 9000.0, "escalate(reason=big)"),
+                               (9, 150.0, "escalate(reason=new_payee)"),
+                               (700, 150.0, "approve()")]:  # fmt: skip
+        single = "Decide case CASE-9999.\n" + json.dumps(
+            {"case_id": "CASE-9999", "payee_added_days_ago": days, "amount": amount}
+        )
+        assert model.ranked(single)[0] == want, (days, amount, model.estimate(single))
