@@ -50,6 +50,7 @@ import itertools
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -851,6 +852,26 @@ def _lines_as_cases(model: WorldModel, rows: list[rules.Row], cases: list[Case])
                 if ordinal in shown and len(said) == 1:
                     facts = model.as_cases.stand_in(row.facts, shown[ordinal])
                     found.append(rules.Row(facts, said[0], True, case.block))
+    chosen: dict[str, list[tuple[rules.Row, Case, dict[int, dict[str, rules.Value]]]]] = {}
+    for row, case in zip(rows, cases, strict=True):
+        if case.chose and row.scored and case.block >= model.since:
+            shown = rules.items_of(case.text, case.chose.split("|")[1])
+            chosen.setdefault(case.chose, []).append((row, case, shown))
+    for family, scored in chosen.items():
+        went = Counter(  # the single outcome the chosen items get: the one that goes
+            model._plain(model.as_cases.stand_in(row.facts, shown[case.choice]))
+            for row, case, shown in scored
+            if case.choice in shown
+        )
+        go = model.as_cases.go.get(family) or next(iter(went.most_common(1)), (None, 0))[0]
+        if go is None:
+            continue
+        for row, case, shown in scored:
+            for ordinal in sorted(shown):
+                if case.choice and ordinal > case.choice:
+                    break
+                facts = model.as_cases.stand_in(row.facts, shown[ordinal])
+                found.append(rules.Row(facts, go, ordinal == case.choice, case.block))
     return found
 
 

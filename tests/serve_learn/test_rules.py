@@ -524,3 +524,27 @@ def test_the_lines_of_scored_batches_teach_the_single_cases_rules() -> None:
             {"case_id": "CASE-9999", "payee_added_days_ago": days, "amount": amount}
         )
         assert model.ranked(single)[0] == want, (days, amount, model.estimate(single))
+
+
+def test_the_legs_of_scored_choices_teach_the_single_cases_rules() -> None:
+    """Single requests (approve up to 500, deny above) came only at 100 or 1000, so they
+    place the line anywhere between. The cases with legs are many, and their legs came
+    at 300 to 700: a leg executed was an approval, the legs passed over before it were
+    not, and they place the approval's line at 500 for a single request too."""
+    rng = random.Random(1)
+    served = []
+    for n in range(144):
+        if n % 4 == 0:
+            amount = rng.choice([100.0, 1000.0])
+            wanted = "approve" if amount <= 500 else "deny"
+            taken = wanted if rng.random() < 0.8 else ("deny" if wanted == "approve" else "approve")
+            served.append(_served(n, n // 12, {"amount": amount}, taken, float(taken == wanted)))
+            continue
+        amounts = [rng.choice([550.0, 700.0]), rng.choice([450.0, 550.0]), 300.0]
+        served.append(_legs_or_deny(n, n // 12, amounts, right=rng.random() < 0.7))
+    model = fit(served, now=11)
+    approve = "decide(decision=approve)"
+    for amount, approved in [(530.0, False), (470.0, True), (900.0, False)]:
+        single = "Decide case CASE-9999.\n" + json.dumps({"case_id": "CASE-9999", "amount": amount})
+        assert (model.estimate(single)[approve] >= 0.5) == approved, (amount, model.card(12))
+    assert f"- `{approve}` when case.amount <= 500:" in model.card(12)
