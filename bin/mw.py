@@ -564,7 +564,8 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
     parser.add_argument(
         "--concurrency",
         type=int,
-        help="episodes at once, serving and tests each (default 4): up to 2N requests",
+        help="episodes in flight in all, serving and tests together (default 4); "
+        "a freed slot goes to a waiting test first",
     )
     parser.add_argument(
         "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"

@@ -56,7 +56,7 @@ async def serve_episode(
     if task.task_id in shared.ended or shared.blocked.is_set():
         return
     began = time.perf_counter()
-    async with shared.limiters[phase]:
+    async with shared.slots.hold(phase):
         queued = time.perf_counter() - began
         # Started once it holds its slot: an episode still queued at a kill never began,
         # and simply runs after the resume.

@@ -19,6 +19,7 @@ from ._methods import Method, Session, make_method
 from ._protocol import episode_record
 from ._scenario import Scenario, Task
 from ._schedule import Plan
+from ._slots import Slots
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from ._worldmodel import Served
 from .records import (
@@ -94,12 +95,9 @@ class Shared:
         self.window_tested: dict[int, anyio.Event] = {
             w.window: anyio.Event() for w in schedule.windows
         }
-        # Serving and testing each get ``concurrency`` episodes at once, so tests that
-        # overlap serving (the pipelined order) use capacity serving leaves idle.
-        self.limiters = {
-            "serving": anyio.CapacityLimiter(spec.concurrency),
-            "test": anyio.CapacityLimiter(spec.concurrency),
-        }
+        # ``concurrency`` episodes in flight in all, serving and tests together; a freed
+        # slot goes to a waiting test first (the window's results are not starved).
+        self.slots = Slots(spec.concurrency)
 
     def served(self, task: Task, ended: EpisodeEnded, block: int) -> Served:
         """What a learner is given of a served episode (its record text, made once)."""

@@ -1,0 +1,58 @@
+"""Episode slots: ``--concurrency N`` is the total number of episodes in flight.
+
+Serving and tests share the N slots. A slot that frees goes to a waiting test
+before a waiting serving episode: a window's results are not starved by the
+stream, and the stream takes what tests leave idle. Waiters of one phase are
+served in the order they came. Works on asyncio and trio (anyio's events).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+__all__ = ["PHASES", "Slots"]
+
+PHASES = ("test", "serving")  # a freed slot's first taker first
+
+
+class Slots:
+    """At most ``total`` episodes at once, tests first."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.busy = 0
+        self.most = 0  # the most episodes ever in flight at once
+        self._waiting: dict[str, deque[anyio.Event]] = {phase: deque() for phase in PHASES}
+
+    @asynccontextmanager
+    async def hold(self, phase: str) -> AsyncIterator[None]:
+        """A slot for one episode of ``phase`` (``test`` or ``serving``), while inside."""
+        if self.busy < self.total and not any(self._waiting.values()):
+            self.busy += 1
+        else:
+            handed = anyio.Event()
+            self._waiting[phase].append(handed)
+            try:
+                await handed.wait()
+            except BaseException:  # cancelled while waiting
+                if handed.is_set():  # the slot was handed over already: pass it on
+                    self._release()
+                else:
+                    self._waiting[phase].remove(handed)
+                raise
+        self.most = max(self.most, self.busy)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        for phase in PHASES:
+            if self._waiting[phase]:
+                self._waiting[phase].popleft().set()  # the slot passes on, still busy
+                return
+        self.busy -= 1
