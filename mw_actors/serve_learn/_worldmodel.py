@@ -813,38 +813,55 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         ),
     )
     model.as_cases = _as_cases(model, rows, cases, since)
-    lines = _lines_as_cases(model, rows, cases)
-    if lines:  # the single cases' rules learn from the scored batches' lines too
+    items = _items_as_cases(model, rows, cases)
+    if items:  # the single cases' rules learn from the items of the cases that scored too
         single = [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
-        model.trees = rules.grow_each(_evidence([*rows, *lines], since), now, signatures)
-        model.scopes = rules.scopes([*single, *lines])
+        model.trees = rules.grow_each(_evidence([*rows, *items], since), now, signatures)
+        model.scopes = rules.scopes([*single, *items])
         model.as_cases = _as_cases(model, rows, cases, since)
     return model
 
 
-def _lines_as_cases(model: WorldModel, rows: list[rules.Row], cases: list[Case]) -> list[rules.Row]:
-    """Each line of a batch that scored, as the single case it stands for.
+def _items_as_cases(model: WorldModel, rows: list[rules.Row], cases: list[Case]) -> list[rules.Row]:
+    """The items of the cases that scored, as the single cases they stand for.
+
+    Cases with items are rarer than single cases, but carry several items each:
+    where single cases of a kind are few (a threshold seen scored four times),
+    their items are most of its evidence.
+    """
+    scored = [
+        (row, case)
+        for row, case in zip(rows, cases, strict=True)
+        if row.scored and case.block >= model.since
+    ]
+    outcomes = [c.signature for c in cases if not (c.itemized or c.chose)]
+    return [*_batch_lines(model, scored, cases, outcomes), *_choice_legs(model, scored)]
+
+
+def _batch_lines(
+    model: WorldModel,
+    scored: list[tuple[rules.Row, Case]],
+    cases: list[Case],
+    outcomes: list[str],
+) -> list[rules.Row]:
+    """The lines of the batches that scored, each a success of the outcome it says.
 
     A batch that scored decided every line right, and a line's decision says what a
     single outcome says (``{"action": "escalate", "reason": "late"}`` is
-    ``escalate(reason=late)``, :func:`standins.said_alike`). Batches are rarer than
-    single cases, but carry several lines each: where single cases of a kind are
-    few (a threshold seen scored four times), their lines are most of its evidence.
+    ``escalate(reason=late)``, :func:`standins.said_alike`).
     """
-    outcomes = [c.signature for c in cases if not (c.itemized or c.chose)]
     decisions: dict[str, set[str]] = {}
     for case in cases:
         if case.itemized:
             decisions.setdefault(case.itemized, set()).update(d for _, d in case.items)
     found = []
     for family, seen in decisions.items():
-        table = standins.said_alike(outcomes, seen)
         meant: dict[str, list[str]] = {}
-        for outcome, decision in table.items():
+        for outcome, decision in standins.said_alike(outcomes, seen).items():
             meant.setdefault(decision, []).append(outcome)
         key = family.rsplit("|", 1)[-1]
-        for row, case in zip(rows, cases, strict=True):
-            if case.itemized != family or not row.scored or case.block < model.since:
+        for row, case in scored:
+            if case.itemized != family:
                 continue
             shown = rules.items_of(case.text, key)
             for ordinal, decision in case.items:
@@ -852,21 +869,33 @@ def _lines_as_cases(model: WorldModel, rows: list[rules.Row], cases: list[Case])
                 if ordinal in shown and len(said) == 1:
                     facts = model.as_cases.stand_in(row.facts, shown[ordinal])
                     found.append(rules.Row(facts, said[0], True, case.block))
+    return found
+
+
+def _choice_legs(model: WorldModel, scored: list[tuple[rules.Row, Case]]) -> list[rules.Row]:
+    """The legs of the choices that scored, up to the one taken.
+
+    The leg taken is a success of the single outcome that lets a leg go; the legs before
+    it are failures of it (which outcome they would get is not known). That outcome is
+    the stand-ins' (``as_cases.go``), or where a choice's own rules decide it better, the
+    one its chosen legs most get as single cases.
+    """
     chosen: dict[str, list[tuple[rules.Row, Case, dict[int, dict[str, rules.Value]]]]] = {}
-    for row, case in zip(rows, cases, strict=True):
-        if case.chose and row.scored and case.block >= model.since:
+    for row, case in scored:
+        if case.chose:
             shown = rules.items_of(case.text, case.chose.split("|")[1])
             chosen.setdefault(case.chose, []).append((row, case, shown))
-    for family, scored in chosen.items():
-        went = Counter(  # the single outcome the chosen items get: the one that goes
+    found = []
+    for family, mine in chosen.items():
+        went = Counter(
             model._plain(model.as_cases.stand_in(row.facts, shown[case.choice]))
-            for row, case, shown in scored
+            for row, case, shown in mine
             if case.choice in shown
         )
         go = model.as_cases.go.get(family) or next(iter(went.most_common(1)), (None, 0))[0]
         if go is None:
             continue
-        for row, case, shown in scored:
+        for row, case, shown in mine:
             for ordinal in sorted(shown):
                 if case.choice and ordinal > case.choice:
                     break
