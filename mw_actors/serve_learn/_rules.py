@@ -357,12 +357,13 @@ def _split(
         low, high = sorted((middle[a], middle[b]))
         if high > SAME_SCALE * max(low, 1e-9):  # sizes apart: not one quantity's parts
             continue
+        name = f"{a}{SUM}{b}"
         found = []
         for row, weight in wins:
-            x, y = row.facts.get(a), row.facts.get(b)
-            if isinstance(x, float) and isinstance(y, float):
-                found.append((x + y, row.outcome, weight))
-        sweep(f"{a}{SUM}{b}", found)
+            both = value_of(row.facts, name)
+            if isinstance(both, float):
+                found.append((both, row.outcome, weight))
+        sweep(name, found)
     return None if best is None else best[1:]
 
 

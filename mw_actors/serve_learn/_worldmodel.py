@@ -793,6 +793,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         rules.Row(rules.facts_of(c.text, vocabulary), c.signature, c.reward >= SCORED, c.block)
         for c in cases
     ]
+    single = [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
     since = rules.regime_start(rows, now, signatures)
     trees = rules.grow_each(_evidence(rows, since), now, signatures)
     evidence = [
@@ -808,14 +809,11 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         items=_fit_items(rows, cases, since, now),
         choices=_fit_choices(rows, cases, since, now),
         since=since,
-        scopes=rules.scopes(
-            [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
-        ),
+        scopes=rules.scopes(single),
     )
     model.as_cases = _as_cases(model, rows, cases, since)
     items = _items_as_cases(model, rows, cases)
     if items:  # the single cases' rules learn from the items of the cases that scored too
-        single = [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
         model.trees = rules.grow_each(_evidence([*rows, *items], since), now, signatures)
         model.scopes = rules.scopes([*single, *items])
         model.as_cases = _as_cases(model, rows, cases, since)
@@ -887,12 +885,14 @@ def _choice_legs(model: WorldModel, scored: list[tuple[rules.Row, Case]]) -> lis
             chosen.setdefault(case.chose, []).append((row, case, shown))
     found = []
     for family, mine in chosen.items():
-        went = Counter(
-            model._plain(model.as_cases.stand_in(row.facts, shown[case.choice]))
-            for row, case, shown in mine
-            if case.choice in shown
-        )
-        go = model.as_cases.go.get(family) or next(iter(went.most_common(1)), (None, 0))[0]
+        go = model.as_cases.go.get(family)
+        if go is None:
+            went = Counter(
+                model._plain(model.as_cases.stand_in(row.facts, shown[case.choice]))
+                for row, case, shown in mine
+                if case.choice in shown
+            )
+            go = next(iter(went.most_common(1)), (None, 0))[0]
         if go is None:
             continue
         for row, case, shown in mine:
