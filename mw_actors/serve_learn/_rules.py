@@ -28,11 +28,13 @@ Nothing here names a domain, a tool or a field. The module stands alone
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +189,27 @@ class Row:
     outcome: str
     scored: bool
     block: int
+    # The facts by kind, read once: a split reads them at every rule it tries.
+    numbers: tuple[tuple[str, float], ...] = field(init=False, repr=False, compare=False)
+    categories: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        numbers: list[tuple[str, float]] = []
+        categories: list[tuple[str, str]] = []
+        for key, value in self.facts.items():
+            if isinstance(value, float):
+                numbers.append((key, value))
+            else:
+                categories.append((key, value))
+        object.__setattr__(self, "numbers", tuple(numbers))
+        object.__setattr__(self, "categories", tuple(categories))
+
+    def labelled(self, outcome: str, scored: bool) -> Row:
+        """The same case with another outcome (its facts not read again)."""
+        row = copy.copy(self)
+        object.__setattr__(row, "outcome", outcome)
+        object.__setattr__(row, "scored", scored)
+        return row
 
 
 @dataclass
@@ -264,15 +287,16 @@ def _divide(
     return yes, [r for r in rows if not node.holds(r.facts)]
 
 
-def _gini(weights: dict[str, float]) -> float:
-    total = sum(weights.values())
+def _gini(weights: Sequence[float]) -> float:
+    """Gini impurity times weight: ``total * (1 - sum of squared shares)``."""
+    if len(weights) == 2:  # one outcome's rules (yes or no): most splits, written out
+        a, b = weights
+        total = a + b
+        return total - (a * a + b * b) / total if total > 0 else 0.0
+    total = sum(weights)
     if total <= 0:
         return 0.0
-    return total * (1 - sum((w / total) ** 2 for w in weights.values()))
-
-
-def _minus(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {k: v - b.get(k, 0.0) for k, v in a.items()}
+    return total - sum(w * w for w in weights) / total
 
 
 def _split(
@@ -281,33 +305,49 @@ def _split(
     """The test on one fact that best separates the outcomes that scored.
 
     Thresholds are swept in one pass per fact (sorted values, running label weights).
+    Outcomes are counted by index, so a sweep step adds one weight and reads two sums.
     """
-    wins = [(r, decay ** (now - r.block)) for r in rows if r.scored]
-    total: dict[str, float] = {}
-    for row, weight in wins:
-        total[row.outcome] = total.get(row.outcome, 0.0) + weight
+    labels: dict[str, int] = {}
+    wins: list[tuple[Row, int, float]] = []
+    for row in rows:
+        if row.scored:
+            label = labels.setdefault(row.outcome, len(labels))
+            wins.append((row, label, decay ** (now - row.block)))
+    total = [0.0] * len(labels)
+    for _, label, weight in wins:
+        total[label] += weight
     base = _gini(total)
     if base <= 1e-9 or len(wins) < 2 * MIN_LEAF:
         return None
-    # One pass over the facts: each fact's numbers (in the rows' order) and categories.
-    numeric: dict[str, list[tuple[float, str, float]]] = {}
-    groups: dict[str, dict[str, dict[str, float]]] = {}
-    sizes: dict[str, dict[str, int]] = {}
-    for row, weight in wins:
-        outcome = row.outcome
-        for key, value in row.facts.items():
-            if isinstance(value, float):
-                numeric.setdefault(key, []).append((value, outcome, weight))
+    # One pass over the facts: each fact's numbers (in the rows' order), and each
+    # (fact, category)'s weight by outcome with its count last.
+    width = len(total)
+    numeric: dict[str, list[tuple[float, int, float]]] = {}
+    counted: dict[tuple[str, str], list[float]] = {}
+    alike: dict[tuple[int, float], Counter[tuple[str, str]]] = {}  # by outcome and weight
+    for row, label, weight in wins:
+        for key, number in row.numbers:
+            if key in numeric:
+                numeric[key].append((number, label, weight))
             else:
-                group = groups.setdefault(key, {}).setdefault(value, {})
-                group[outcome] = group.get(outcome, 0.0) + weight
-                counted = sizes.setdefault(key, {})
-                counted[value] = counted.get(value, 0) + 1
-    _values: dict[str, set[Value]] = {}
+                numeric[key] = [(number, label, weight)]
+        alike.setdefault((label, weight), Counter()).update(row.categories)
+    for (label, weight), pairs in alike.items():
+        for pair, many in pairs.items():
+            counts = counted.get(pair)
+            if counts is None:
+                counts = counted[pair] = [0.0] * (width + 1)
+            counts[label] += weight * many
+            counts[width] += many
+    seen: set[tuple[str, str]] = set()
     for row in rows:
-        for key, value in row.facts.items():
-            if isinstance(value, str):
-                _values.setdefault(key, set()).add(value)
+        seen.update(row.categories)
+    values: dict[str, int] = {}  # a fact's number of categories
+    for key, _ in seen:
+        values[key] = values.get(key, 0) + 1
+    groups: dict[str, list[str]] = {}
+    for key, category in sorted(counted):
+        groups.setdefault(key, []).append(category)
     best: tuple[float, str, str, Value] | None = None
 
     def consider(gain: float, key: str, op: str, value: Value) -> None:
@@ -316,19 +356,23 @@ def _split(
         if gain > 1e-6 and (best is None or gain > best[0] + 1e-12):
             best = (gain, key, op, value)
 
-    def sweep(key: str, found: list[tuple[float, str, float]]) -> float:
-        """Consider every threshold on one number; the best gain among them."""
+    def sweep(key: str, found: list[tuple[float, int, float]]) -> float:
+        """Consider the best threshold on one number; its gain."""
         numbers = sorted(found, key=lambda item: item[0])
-        left: dict[str, float] = {}
-        top = 0.0
-        for index, (value, outcome, weight) in enumerate(numbers[:-1]):
-            left[outcome] = left.get(outcome, 0.0) + weight
+        left = [0.0] * width
+        top, at = 0.0, 0.0
+        last = len(wins) - MIN_LEAF  # a threshold leaves MIN_LEAF successes on each side
+        for index in range(len(numbers) - 1):
+            value, label, weight = numbers[index]
+            left[label] += weight
             following = numbers[index + 1][0]
-            if following == value or index + 1 < MIN_LEAF or len(wins) - index - 1 < MIN_LEAF:
+            if following == value or index + 1 < MIN_LEAF or index + 1 > last:
                 continue
-            gain = base - _gini(left) - _gini(_minus(total, left))
-            top = max(top, gain)
-            consider(gain, key, "<=", (value + following) / 2)
+            gain = base - _gini(left) - _gini([t - w for t, w in zip(total, left, strict=True)])
+            if gain > top + 1e-12:
+                top, at = gain, (value + following) / 2
+        if top > 0.0:
+            consider(top, key, "<=", at)
         return top
 
     splits: dict[str, float] = {}
@@ -337,14 +381,14 @@ def _split(
             splits[key] = sweep(key, numeric[key])
         # A category of many values is a name (a person, a firm, a month): a rule on one
         # of them needs more evidence than a rule on a kind.
-        named = len(_values.get(key, ())) > MAX_CATEGORIES
+        named = values.get(key, 0) > MAX_CATEGORIES
         least = MIN_NAME if named else MIN_LEAF
-        categories = groups.get(key, {})
-        for category in sorted(categories):
-            size = sizes[key][category]
-            if size < least or len(wins) - size < MIN_LEAF:
+        for category in groups.get(key, ()):
+            counts = counted[key, category]
+            if counts[width] < least or len(wins) - counts[width] < MIN_LEAF:
                 continue
-            gain = base - _gini(categories[category]) - _gini(_minus(total, categories[category]))
+            inside = counts[:width]
+            gain = base - _gini(inside) - _gini([t - w for t, w in zip(total, inside, strict=True)])
             weak = named or key.startswith("word:")
             consider(gain * (NAME_WEIGHT if weak else 1.0), key, "=", category)
     # A rule may be on the sum of two numbers (today's total and this amount, over a
@@ -359,10 +403,10 @@ def _split(
             continue
         name = f"{a}{SUM}{b}"
         found = []
-        for row, weight in wins:
+        for row, label, weight in wins:
             both = value_of(row.facts, name)
             if isinstance(both, float):
-                found.append((both, row.outcome, weight))
+                found.append((both, label, weight))
         sweep(name, found)
     return None if best is None else best[1:]
 
@@ -437,7 +481,7 @@ def grow_each(
     trees = {}
     for outcome in outcomes:
         labelled = [
-            Row(r.facts, "yes" if r.outcome == outcome and r.scored else "no", True, r.block)
+            r.labelled("yes" if r.outcome == outcome and r.scored else "no", True)
             for r in rows
             if r.outcome == outcome or r.scored
         ]
@@ -461,8 +505,8 @@ def rank(trees: dict[str, Node], facts: dict[str, Value]) -> str | None:
     return min(estimate, key=lambda o: (-estimate[o], o))
 
 
-def regime_start(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> int:
-    """The first block of the evidence the rules are fitted on: where the policy changed.
+def regime(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> tuple[int, dict[str, Node]]:
+    """Where the policy changed, and the rules fitted on the evidence since then.
 
     Rules fitted from each candidate start (every block, or only the last 8, 4 or
     2) to ``now`` are asked about the last two blocks' cases: whether the outcome
@@ -473,14 +517,14 @@ def regime_start(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> int:
     """
     recent = [r for r in rows if r.block >= now - 1]
     if now < 3 or not recent:
-        return 0
-    best, start = -1, 0
+        return 0, grow_each(rows, now, outcomes)
+    best, start, chosen = -1, 0, {}
     for since in sorted({0, *(max(0, now - h + 1) for h in HORIZONS)}):
         trees = grow_each([r for r in rows if r.block >= since], now, outcomes)
         right = sum((rank(trees, r.facts) == r.outcome) == r.scored for r in recent)
         if right > best + (MARGIN if best >= 0 else 0):
-            best, start = right, since
-    return start
+            best, start, chosen = right, since, trees
+    return start, chosen
 
 
 def _grow_one(

@@ -794,8 +794,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         for c in cases
     ]
     single = [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
-    since = rules.regime_start(rows, now, signatures)
-    trees = rules.grow_each(_evidence(rows, since), now, signatures)
+    since, trees = rules.regime(_evidence(rows, 0), now, signatures)
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
