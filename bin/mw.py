@@ -422,7 +422,7 @@ def _attach(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from mw_actors import serve_learn
 
-    report = serve_learn.build_run_report(args.run)
+    report = serve_learn.build_run_report(args.run, figures_only=args.figures_only)
     if args.html:
         print(serve_learn.render_run_html(report), end="")
     elif args.json:
@@ -799,6 +799,11 @@ def _parser() -> argparse.ArgumentParser:
     report_form = report.add_mutually_exclusive_group()
     for form in ("markdown", "json", "html"):
         report_form.add_argument(f"--{form}", action="store_true", help=f"print it as {form}")
+    report.add_argument(
+        "--figures-only",
+        action="store_true",
+        help="leave out the odd and failed episodes' trajectories (and every task's text)",
+    )
     report.set_defaults(func=_report)
 
     probe = commands.add_parser(

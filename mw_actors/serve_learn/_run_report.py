@@ -10,11 +10,15 @@ of the run directory's files, so a rebuild gives the same bytes. It holds:
 - the spend over time, per meter (host, learner, judge), against the allocation;
 - per learned version, the card the host saw, and its diff from the version
   before it;
-- the episodes that ended ``unknown`` or ``budget_blocked``.
+- the episodes that ended ``unknown`` or ``budget_blocked``;
+- those episodes and the tests that failed, step by step (:mod:`._trajectories`):
+  what the host was asked and did, its score line and cost, its version's card.
 
 ``--json`` gives the figures, ``--markdown`` and ``--html`` (one self-contained
-page: inline SVG, no script, no network) show the same ones. Nothing private
-is shown: no task text, no evaluator, only what the journal and the host saw.
+page: inline SVG, no script, no network) show the same ones. No evaluator is
+shown, nor the verifier's detail (it may name the expected answer): only what the
+journal and the host saw. ``figures_only`` leaves the trajectories out, for a page
+that holds no task text.
 """
 
 from __future__ import annotations
@@ -35,6 +39,13 @@ from .._core import Entry, read_journal
 from .._svg import Bars, Series, bar_chart, line_chart
 from ._score import score_file
 from ._spec import CAMPAIGN_RECORDS
+from ._trajectories import (
+    Trajectory,
+    anchor,
+    trajectories,
+    trajectories_html,
+    trajectories_markdown,
+)
 from .records import BlockLearned, CampaignEnded, CampaignStarted, EpisodeEnded, WindowTested
 
 __all__ = [
@@ -103,6 +114,7 @@ class RunReport(msgspec.Struct, frozen=True, kw_only=True):
     spend_usd: dict[str, str]  # per meter, in all
     versions: list[VersionCard]
     odd: list[OddEpisode]
+    trajectories: list[Trajectory] = []  # the odd episodes and the failed tests, whole
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -185,8 +197,18 @@ def _versions(root: Path, tag: str, records: Sequence[object]) -> list[VersionCa
     return out
 
 
-def build_run_report(root: Path) -> RunReport:
+def _prices(root: Path) -> meters.PriceTable | None:
+    """The run's prices, to cost each episode shown (None: the run kept none, or bad)."""
+    try:
+        return meters.load_prices(root / "prices.json")
+    except ConfigError:
+        return None
+
+
+def build_run_report(root: Path, *, figures_only: bool = False) -> RunReport:
     """The report of the serve-and-learn run in ``root``.
+
+    ``figures_only`` leaves out the trajectories (and with them every task's text).
 
     Raises:
         ConfigError: ``root`` holds no serve-and-learn campaign.
@@ -229,6 +251,7 @@ def build_run_report(root: Path) -> RunReport:
             for r in records
             if isinstance(r, EpisodeEnded) and r.status in ("unknown", "budget_blocked")
         ],
+        trajectories=[] if figures_only else trajectories(records, begun.model, _prices(root)),
     )
 
 
@@ -274,6 +297,8 @@ def render_run_markdown(report: RunReport) -> str:
     lines += [f"- {e.task_id} ({e.phase}, window {e.window}): {e.status}" for e in r.odd] or [
         "none"
     ]
+    lines += ["", TRAJECTORIES, ""]
+    lines += trajectories_markdown(r.trajectories) if r.trajectories else [_FIGURES_ONLY]
     return "\n".join(lines) + "\n"
 
 
@@ -366,7 +391,8 @@ def _versions_html(report: RunReport) -> str:
             else _diff_html(v.diff)
         )
         parts.append(
-            f"<details><summary>v{v.version}: from block {v.block}, {v.cases} cases "
+            f"<details id='v{v.version}'><summary>v{v.version}: "
+            f"from block {v.block}, {v.cases} cases "
             f"<code>{html.escape(v.digest[:12])}</code></summary>{body}</details>"
         )
     return "".join(parts) or "<p class='none'>no version learned</p>"
@@ -374,9 +400,15 @@ def _versions_html(report: RunReport) -> str:
 
 def _odd_html(report: RunReport) -> str:
     e = html.escape
+    shown = {(t.task_id, t.phase, t.window): n for n, t in enumerate(report.trajectories)}
+
+    def task(o: OddEpisode) -> str:
+        number = shown.get((o.task_id, o.phase, o.window))
+        name = e(o.task_id)
+        return name if number is None else f"<a href='#{anchor(number)}'>{name}</a>"
+
     rows = "".join(
-        f"<tr><td>{e(o.task_id)}</td><td>{e(o.phase)}</td><td>{o.window}</td>"
-        f"<td>{e(o.status)}</td></tr>"
+        f"<tr><td>{task(o)}</td><td>{e(o.phase)}</td><td>{o.window}</td><td>{e(o.status)}</td></tr>"
         for o in report.odd
     )
     if not rows:
@@ -391,7 +423,13 @@ STYLE = (
     "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em}"
     "pre.diff{background:#f8f8f8;padding:.6em;overflow-x:auto}.add{color:#1e8449}"
     ".del{color:#c0392b}.none{color:#777}summary{cursor:pointer}"
+    "details.episode pre{white-space:pre-wrap;margin:.3em 0}pre.asked{background:#eef3f8;"
+    "padding:.5em}pre.said{color:#555}pre.obs{background:#f8f8f8;padding:.4em}"
+    ".kind{font-size:80%;color:#777}"
 )
+
+TRAJECTORIES = "## Odd episodes and failed tests, step by step"
+_FIGURES_ONLY = "none (or left out: a figures-only report)"
 
 
 def render_run_html(report: RunReport) -> str:
@@ -411,5 +449,11 @@ def render_run_html(report: RunReport) -> str:
         f"<h2>Spend over time</h2>{_spend_chart(r)}"
         f"<h2>Versions: the card the host saw</h2>{_versions_html(r)}"
         f"<h2>Episodes that ended unknown or budget_blocked</h2>{_odd_html(r)}"
-        "</body></html>\n"
+        f"<h2>{e(TRAJECTORIES[3:])}</h2>"
+        + (
+            trajectories_html(r.trajectories, {v.version for v in r.versions if v.card})
+            if r.trajectories
+            else f"<p class='none'>{e(_FIGURES_ONLY)}</p>"
+        )
+        + "</body></html>\n"
     )

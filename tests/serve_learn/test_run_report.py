@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import subprocess
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 import meters
@@ -23,6 +26,8 @@ from mw_actors.serve_learn import (
     score_file,
     write_synthetic,
 )
+from mw_actors.serve_learn._trajectories import trajectories
+from mw_actors.serve_learn.records import EpisodeEnded
 from mw_errors import ConfigError
 from tests.processes import mw
 
@@ -75,7 +80,7 @@ def test_every_form_shows_the_same_figures_and_rebuilds_byte_for_byte(run: Path)
     for b in as_json["blocks"]:
         assert f"| {b['block']} | {b['window']} | {b['cases']} | {b['reward']:.1f} |" in markdown
         assert f"block {b['block']} (window {b['window']}): {b['reward']:.1f}" in page
-    assert page.count("<svg") == 3 and page.count("<details>") == 6
+    assert page.count("<svg") == 3 and page.count("<details id='v") == 6
     assert "window 1 begins" in page  # the boundary between the windows, marked
     again = build_run_report(run)
     assert render_run_json(again) == render_run_json(report)
@@ -85,18 +90,65 @@ def test_every_form_shows_the_same_figures_and_rebuilds_byte_for_byte(run: Path)
     assert cli.stdout == page
 
 
-def test_no_evaluator_and_no_task_text_is_in_the_page(run: Path, tmp_path: Path) -> None:
+def _rows(run: Path) -> list[dict[str, Any]]:
+    results = next((run / "task" / "results").glob("*.jsonl"))
+    return [json.loads(line) for line in results.read_text().splitlines()[1:]]
+
+
+def test_the_failed_tests_are_shown_step_by_step_with_their_card_and_cost(run: Path) -> None:
+    report = build_run_report(run)
+    failed = [r for r in _rows(run) if r["phase"] == "test" and r["reward"] < 1]
+    assert failed, "the fixture's run fails some tests"
+    by_position = sorted(failed, key=lambda r: (r["window"], r["timestamp"]))
+    assert [(t.task_id, t.window) for t in report.trajectories] == [
+        (r["task_id"], r["window"]) for r in by_position
+    ]
+    page, markdown = render_run_html(report), render_run_markdown(report)
+    assert page.count("<details class='episode'") == len(failed)
+    prices = meters.load_prices(run / "prices.json")
+    for row, shown in zip(by_position, report.trajectories, strict=True):
+        assert shown.asked == row["instruction"] and html.escape(row["instruction"]) in page
+        assert row["instruction"] in markdown
+        assert [s.call.split("(")[0] for s in shown.steps] == [s["name"] for s in row["trace"]]
+        for step in row["trace"]:
+            assert html.escape(step["obs"]) in page and step["obs"] in markdown
+        assert shown.tokens == row["tokens"] and shown.version == row["checkpoint"]
+        usage = meters.Usage(input_tokens=row["tokens"]["input"],
+                             output_tokens=row["tokens"]["output"])  # fmt: skip
+        assert shown.cost_usd == meters.usd(prices.cost(row["model"], usage))
+        assert f"<a href='#v{row['checkpoint']}'>" in page  # its version's card, one click away
+        assert f"{row['task_id']}: test, window {row['window']}" in page
+        assert "Score: 0/100" in page
+
+
+def test_no_evaluator_is_in_the_page_and_no_task_text_in_a_figures_only_one(run: Path) -> None:
     page = render_run_html(build_run_report(run))
-    rows = [json.loads(line) for line in next((run / "task" / "results").glob("*.jsonl"))
-            .read_text().splitlines()[1:]]  # fmt: skip
     dataset = run.parent.parent / "dataset"
     secrets = {
         json.dumps(e, sort_keys=True) for e in read_evaluators(dataset, "synthetic_l1").values()
     }
-    for row in rows:
-        assert row["instruction"] not in page
     for secret in secrets:
         assert secret not in page
+    figures = render_run_html(build_run_report(run, figures_only=True))
+    for row in _rows(run):
+        assert row["instruction"] not in figures
+        assert all(html.escape(s["obs"]) not in figures for s in row["trace"] if len(s["obs"]) > 20)
+    cli = mw("report", str(run), "--html", "--figures-only")
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout == figures
+
+
+def test_a_long_observation_is_cut_and_says_how_much_was_left_out() -> None:
+    step = {"kind": "tool", "name": "search", "args": {"q": "x"}, "obs": "y" * 5000, "input": "go"}
+    ended = EpisodeEnded(task_id="t1", phase="test", window=0, timestamp=1, category="hidden",
+                         checkpoint=2, status="finished", reward=0.0, trace=[step])  # fmt: skip
+    (shown,) = trajectories([ended], "local/scripted", None)
+    assert shown.asked == "go" and shown.cost_usd is None
+    assert (
+        shown.steps[0].observed
+        == "y" * 2000 + "... (3000 more characters: mw export inspect has them)"
+    )
+    assert trajectories([msgspec.structs.replace(ended, reward=1.0)], "m", None) == []
 
 
 def test_a_run_that_the_budget_stopped_lists_its_blocked_episodes(tmp_path: Path) -> None:
@@ -104,7 +156,13 @@ def test_a_run_that_the_budget_stopped_lists_its_blocked_episodes(tmp_path: Path
     report = build_run_report(root)
     assert report.state == "budget_blocked"
     assert report.odd and {o.status for o in report.odd} == {"budget_blocked"}
-    assert f"{report.odd[0].task_id}" in render_run_html(report)
+    page = render_run_html(report)
+    assert f"{report.odd[0].task_id}" in page
+    # Each blocked episode links to its own trajectory, which says it recorded no steps.
+    for odd in report.odd:
+        (number,) = [n for n, t in enumerate(report.trajectories) if t.task_id == odd.task_id]
+        assert f"<a href='#episode-{number}'>{odd.task_id}</a>" in page
+        assert f"id='episode-{number}'" in page
     assert "budget_blocked" in render_run_markdown(report)
 
 
@@ -123,7 +181,7 @@ def test_a_real_browser_finds_the_plots_axes_and_versions(run: Path, tmp_path: P
         ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=90, check=True,
     ).stdout  # fmt: skip
-    assert dom.count("<svg") == 3 and dom.count("<details>") == 6
+    assert dom.count("<svg") == 3 and dom.count('<details id="v') == 6
     for axis in ("window", "test score", "block of 12 served cases", "seconds since the start"):
         assert f">{axis}</text>" in dom
     assert "<title>window 0: Hidden" in dom  # a hover shows each point's numbers
