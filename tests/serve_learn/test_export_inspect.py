@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
+import urllib.parse
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mw_actors.serve_learn import score_file
@@ -20,19 +24,28 @@ def mw(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, check=False)  # fmt: skip
 
 
-@pytest.mark.timeout(300)
-def test_each_episode_is_a_sample_with_its_messages_score_usage_and_card(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A real campaign's run (``mwm``, synthetic_l1), and the folder it was exported to."""
+    tmp_path = tmp_path_factory.mktemp("inspect")
     runs = tmp_path / "runs"
     done = mw("serve-learn", "run", "synthetic_l1", "--method", "mwm", "--train-split", "24",
               "--runs", str(runs), "--tag", "x")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    root = runs / "x"
-    exported = mw("export", "inspect", str(root), "--output", str(tmp_path / "logs"))
+    exported = mw("export", "inspect", str(runs / "x"), "--output", str(tmp_path / "logs"))
     assert exported.returncode == 0, exported.stderr
     assert "inspect view --log-dir" in exported.stdout
+    return runs / "x", tmp_path / "logs"
+
+
+@pytest.mark.timeout(300)
+def test_each_episode_is_a_sample_with_its_messages_score_usage_and_card(
+    exported: tuple[Path, Path],
+) -> None:
+    root, logs = exported
     results = root / "task" / "results" / "synthetic_l1_mwm.jsonl"
     header, *rows = [json.loads(line) for line in results.read_text().splitlines()]
-    log = inspect_log.read_eval_log(str(tmp_path / "logs" / "synthetic_l1_mwm.eval"))
+    log = inspect_log.read_eval_log(str(logs / "synthetic_l1_mwm.eval"))
     assert log.status == "success"
     assert (log.eval.task, log.eval.model) == ("synthetic_l1_mwm", header["config"]["model"])
     assert log.samples is not None and len(log.samples) == len(rows)
@@ -70,6 +83,56 @@ def test_each_episode_is_a_sample_with_its_messages_score_usage_and_card(tmp_pat
     total = sum(sample.model_usage[row["model"]].input_tokens
                 for sample, row in zip(log.samples, rows, strict=True))  # fmt: skip
     assert total == ledger["input_tokens"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_inspect_view_serves_the_exported_run_to_its_page(exported: tuple[Path, Path]) -> None:
+    """Inspect's own viewer, started on the export: it lists the log and serves its samples."""
+    root, logs = exported
+    port = _free_port()
+    viewer = subprocess.Popen(
+        [str(Path(sys.executable).with_name("inspect")), "view", "--log-dir", str(logs),
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        listed: list[dict[str, object]] = []
+        deadline = time.monotonic() + 120  # a hang guard only: it starts in seconds
+        while not listed and time.monotonic() < deadline and viewer.poll() is None:
+            try:
+                listed = httpx.get(f"{url}/api/log-files", timeout=5).json()["files"]
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        if not listed:
+            viewer.kill()
+            pytest.fail(f"inspect view did not start: {viewer.communicate(timeout=30)[1]}")
+        (entry,) = listed
+        assert entry["task"] == "synthetic_l1_mwm"
+        assert "Inspect View" in httpx.get(url, timeout=30).text  # the viewer's page itself
+        path = urllib.parse.quote(str(logs / "synthetic_l1_mwm.eval"), safe="")
+        log = httpx.get(f"{url}/api/logs/{path}", timeout=60).json()
+        results = root / "task" / "results" / "synthetic_l1_mwm.jsonl"
+        rows = [json.loads(line) for line in results.read_text().splitlines()[1:]]
+        score = score_file(results)
+        metrics = log["results"]["scores"][0]["metrics"]
+        assert (metrics["hidden"]["value"], metrics["fully_specified"]["value"]) == (
+            score.hidden, score.fully_specified)  # fmt: skip
+        assert [s["scores"]["reward"]["value"] for s in log["samples"]] == [
+            r["reward"] for r in rows]  # fmt: skip
+        assert [m["role"] for m in log["samples"][0]["messages"]][:3] == [
+            "user", "assistant", "tool"]  # fmt: skip
+    finally:
+        if viewer.returncode is None:
+            viewer.kill()
+            viewer.communicate(timeout=30)
 
 
 def test_a_folder_without_results_is_one_line_saying_what_to_pass(tmp_path: Path) -> None:
