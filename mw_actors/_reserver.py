@@ -3,6 +3,8 @@
 It wraps :class:`meters.Budget` and journals every decision before answering:
 a reservation is on disk (``evidence``) before the meter may forward the
 request it covers, so a ``kill -9`` never forgets money that may be spent.
+Requests that arrive together share one fsync (group commit): each is decided
+in turn, and all are answered once the fsync covering them returns.
 After a restart the budget is rebuilt from those records, and from the
 ledger: a reservation whose ledger line exists is settled at the line's
 cost. Leases whose holder never came back are reclaimed, charged at their
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import msgspec
 
 from meters import Blocked, Budget, Granted, LedgerLine, Reservation
@@ -31,6 +34,9 @@ __all__ = [
     "ReserverClient",
     "rebuild_budget",
 ]
+
+
+MOST_AT_ONCE = 256  # requests answered with one fsync
 
 
 class BudgetReserved(Record, tag="budget.reserved", frozen=True):
@@ -152,28 +158,46 @@ class BudgetReserver(Actor[Any]):
             self.budget.restore(settled, list(open_.values()))
         return None
 
-    async def _record(self, record: Record) -> None:
+    def _record(self, record: Record) -> None:
+        """Journal ``record``; it is durable once the batch it is in is synced."""
         journal = self.ctx.journal
         if journal is not None:
-            await journal.append(record)
+            journal.append_nowait(record, durability="evidence")
 
-    async def _reclaim(self) -> None:
+    def _reclaim(self) -> None:
         for reclaimed in self.budget.reclaim_expired(self.ctx.clock.wall()):
             lease = reclaimed.reservation
-            await self._record(
-                BudgetReclaimed(id=lease.id, holder=lease.holder, charged=lease.amount)
-            )
+            self._record(BudgetReclaimed(id=lease.id, holder=lease.holder, charged=lease.amount))
             self.ctx.log.warning("budget_lease_reclaimed", id=lease.id, holder=lease.holder)
 
-    async def handle(self, message: Any) -> object:
-        await self._reclaim()
+    async def run(self, ctx: ActorContext) -> None:
+        """Answer the requests that arrived together with one fsync (group commit).
+
+        Each is decided in turn, in memory, and its record journaled; none is
+        answered before the fsync that covers them all, so a ``kill -9`` never
+        loses a grant that a meter acted on. An error fails the whole batch.
+        """
+        while True:
+            try:
+                batch = await ctx.receive_waiting(MOST_AT_ONCE)
+            except anyio.EndOfStream:
+                return
+            answers = [self._decide(envelope.message) for envelope in batch]
+            if ctx.journal is not None:
+                await ctx.journal.sync()
+            for envelope, answer in zip(batch, answers, strict=True):
+                if envelope.reply is not None:
+                    envelope.reply.set(answer)
+
+    def _decide(self, message: Any) -> object:
+        self._reclaim()
         if isinstance(message, _Reserve):
             outcome = self.budget.reserve(
                 Decimal(message.amount), message.holder, self.ctx.clock.wall()
             )
             if isinstance(outcome, Granted):
                 lease = self.budget.lease(outcome.id)
-                await self._record(
+                self._record(
                     BudgetReserved(
                         id=outcome.id,
                         amount=outcome.amount,
@@ -183,7 +207,7 @@ class BudgetReserver(Actor[Any]):
                     )
                 )
             else:
-                await self._record(
+                self._record(
                     BudgetBlocked(
                         holder=message.holder,
                         requested=outcome.requested,
@@ -193,11 +217,11 @@ class BudgetReserver(Actor[Any]):
             return outcome
         if isinstance(message, _Settle):
             self.budget.settle(message.id, Decimal(message.actual))
-            await self._record(BudgetSettled(id=message.id, actual=message.actual))
+            self._record(BudgetSettled(id=message.id, actual=message.actual))
             return None
         if isinstance(message, _Release):
             self.budget.release(message.id)
-            await self._record(BudgetReleased(id=message.id))
+            self._record(BudgetReleased(id=message.id))
             return None
         if message == "statistics":
             return self.budget.statistics()

@@ -235,6 +235,7 @@ class ActorContext:
         self.attempt = identity.runs  # 1 for the first run of this identity, 2 after a restart...
         self.host = host
         self.current: Envelope | None = None
+        self.held: list[Envelope] = []  # taken, not yet processed: failed if the run ends
         self._supervisor_name = supervisor
         self._kill_callbacks: list[Callable[[], object]] = []
 
@@ -270,11 +271,36 @@ class ActorContext:
         Raises:
             anyio.EndOfStream: the mailbox was closed.
         """
-        if self.current is not None:
-            self._id.mailbox.done()
-            self.current = None
+        self._processed()
         self.current = await self._id.mailbox.get()
+        self.held = [self.current]
         return self.current
+
+    async def receive_waiting(self, most: int) -> list[Envelope]:
+        """The next envelope and those waiting behind it, up to ``most``.
+
+        For an actor that answers a batch at once (one fsync for all of it, see
+        :class:`~mw_actors.BudgetReserver`). The previous ones are counted as
+        processed; if the run ends before it answers them, each asker gets
+        :class:`~mw_errors.ActorExited`.
+
+        Raises:
+            anyio.EndOfStream: the mailbox was closed.
+        """
+        self._processed()
+        batch = [await self._id.mailbox.get()]
+        while len(batch) < most:
+            try:
+                batch.append(self._id.mailbox.get_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+        self.held = batch
+        return batch
+
+    def _processed(self) -> None:
+        for _ in self.held:
+            self._id.mailbox.done()
+        self.held, self.current = [], None
 
 
 class Actor(Generic[M]):

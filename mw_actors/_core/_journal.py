@@ -367,9 +367,13 @@ class Journal:
                 raise batch.error
         return seq
 
-    def append_nowait(self, rec: Record) -> int:
-        """Append an ``info`` record without waiting; it is written with the next batch."""
-        return self._enqueue(rec, "info")[1]
+    def append_nowait(self, rec: Record, *, durability: Durability = "info") -> int:
+        """Append ``rec`` without waiting; it is written with the next batch.
+
+        An ``evidence`` record appended so is durable once :meth:`sync` returns (a
+        writer that answers many requests with one fsync: group commit).
+        """
+        return self._enqueue(rec, durability)[1]
 
     async def sync(self) -> None:
         """Wait until everything appended so far is written and fsynced.

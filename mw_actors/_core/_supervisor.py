@@ -381,8 +381,9 @@ class Supervisor(Actor[Any]):
         run.reason = reason
         identity.alive = False
         identity.last_exit = reason
-        if ctx.current is not None and ctx.current.reply is not None:
-            ctx.current.reply.fail(ActorExited(identity.name, reason))
+        for envelope in ctx.held:
+            if envelope.reply is not None:
+                envelope.reply.fail(ActorExited(identity.name, reason))
         uptime = ctx.clock.monotonic() - run.started_at
         self._record(ActorExit(actor=identity.name, run=run.number, reason=reason, uptime=uptime))
         run.done.set()

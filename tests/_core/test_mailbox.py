@@ -225,3 +225,49 @@ async def test_drop_oldest_fails_the_dropped_ask(tmp_path: Path) -> None:
         assert ref.statistics().dead_letters == 1
         with pytest.raises(mw.MailboxFull):
             ref.tell_nowait("third")
+
+
+class _Batcher(mw.Actor[object]):
+    """Takes what waits in its mailbox at once; answers once told to, or dies."""
+
+    def __init__(self, taken: list[int], release: anyio.Event) -> None:
+        self.taken, self.release = taken, release
+
+    async def run(self, ctx: mw.ActorContext) -> None:
+        while True:
+            batch = await ctx.receive_waiting(16)
+            self.taken.append(len(batch))
+            await self.release.wait()
+            if any(e.message == "die" for e in batch):
+                raise RuntimeError("died holding a batch")
+            for envelope in batch:
+                if envelope.reply is not None:
+                    envelope.reply.set(envelope.message)
+
+
+async def test_an_actor_takes_what_waits_at_once_and_each_asker_hears_if_it_dies() -> None:
+    taken: list[int] = []
+    release = anyio.Event()
+    answers: list[object] = []
+    failed: list[BaseException] = []
+    spec = mw.ChildSpec(id="batcher", start=lambda: _Batcher(taken, release), restart="temporary")
+    async with mw.open_runtime() as rt:
+        ref = await rt.spawn(spec)
+
+        async def ask(message: object) -> None:
+            try:
+                answers.append(await ref.ask(message, timeout=30))
+            except mw.ActorExited as exc:
+                failed.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, 0)
+            await wait_for(lambda: taken == [1])  # the first went alone; the rest queue
+            for n in range(1, 6):
+                tg.start_soon(ask, n)
+            tg.start_soon(ask, "die")
+            await wait_for(lambda: ref.statistics().depth == 6)
+            release.set()
+        assert taken == [1, 6] and answers == [0]
+        # Each of the batch held when it died is told so, not left to time out.
+        assert len(failed) == 6

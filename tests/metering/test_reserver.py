@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import meters
 import mw_actors as mw
 import mw_actors.metering
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +149,78 @@ async def test_a_restarted_meter_writes_off_what_its_dead_process_left_in_flight
     assert lines[0].reservation_id == in_flight.id  # type: ignore[union-attr]
     assert (stats.settled_usd, stats.outstanding_usd) == ("0.25", "0.10")
     assert [r.id for r in still_open] == [other.id]  # type: ignore[union-attr]
+
+
+class _GatedFsync(mw.journal.FileOps):
+    """Fsyncs wait for the gate; each one is counted."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.synced = 0
+
+    def fsync(self, fd: int) -> None:
+        self.gate.wait(30)
+        super().fsync(fd)
+        self.synced += 1
+
+
+async def test_reservations_that_arrive_together_share_an_fsync_and_wait_for_it(
+    tmp_path: Path,
+) -> None:
+    files = _GatedFsync()
+    answered: list[meters.Granted | meters.Blocked] = []
+    async with (
+        mw.journal.open_journal(
+            tmp_path, record_types=mw.metering.BUDGET_RECORDS, files=files
+        ) as journal,
+        mw.open_runtime(journal=journal, record_types=mw.metering.BUDGET_RECORDS) as rt,
+    ):
+        client = mw.metering.ReserverClient(await rt.spawn(reserver("100")))
+        await client.reserve(Decimal("0.01"), "meter:warm")
+        await journal.sync()  # the reserver waits on nothing now
+        files.gate.clear()  # the disk stalls: nothing may be granted until it is back
+        before = files.synced
+
+        async def reserve(holder: str) -> None:
+            answered.append(await client.reserve(Decimal("1"), holder))
+
+        async with anyio.create_task_group() as tg:
+            for number in range(64):
+                tg.start_soon(reserve, f"meter:{number}")
+            await anyio.sleep(0.2)  # real time: the fsync waits in a worker thread
+            assert answered == []
+            files.gate.set()
+        assert all(isinstance(a, meters.Granted) for a in answered) and len(answered) == 64
+        assert files.synced - before <= 3  # not 64: the ones that waited went as one
+    reserved = [
+        e
+        for e in mw.journal.read_journal(tmp_path, mw.metering.BUDGET_RECORDS)
+        if isinstance(e.rec, mw.metering.BudgetReserved)
+    ]
+    assert len(reserved) == 65 and all(e.dur == "evidence" for e in reserved)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_reserver_killed_mid_batch_has_every_grant_it_gave_on_disk(tmp_path: Path) -> None:
+    """``kill -9`` while batches queue behind a slow fsync: no answered grant is lost."""
+    for round_ in range(3):
+        journal = tmp_path / f"journal-{round_}"
+        with subprocess.Popen(
+            [sys.executable, "-m", "tests.metering._grants", str(journal)],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        ) as child:  # fmt: skip
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            granted = []
+            while len(granted) < 200 + 150 * round_:  # each round kills at another point
+                granted.append(child.stdout.readline().strip())
+            child.send_signal(signal.SIGKILL)
+            granted += [line.strip() for line in child.stdout]  # what it had answered already
+        on_disk = {
+            e.rec.id
+            for e in mw.journal.read_journal(journal, mw.metering.BUDGET_RECORDS)
+            if isinstance(e.rec, mw.metering.BudgetReserved)
+        }
+        assert set(granted) <= on_disk, f"{len(set(granted) - on_disk)} grants not on disk"
