@@ -12,40 +12,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
 from collections.abc import Mapping
 from pathlib import Path
 
 from mw_errors import ConfigError, IntegrityError
 
+from ._tensorfile import read_header
+
 __all__ = ["PAYLOAD_DIGEST_VERSION", "file_sha256", "manifest", "payload_sha256", "verify_file"]
 
 PAYLOAD_DIGEST_VERSION = 1
 _CHUNK = 1 << 20
-_MAX_HEADER = 100 << 20
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of a file's bytes, read in large chunks."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _header(handle: object, path: Path) -> tuple[dict[str, object], int]:
-    read = handle.read  # type: ignore[attr-defined]
-    prefix = read(8)
-    if len(prefix) != 8:
-        raise IntegrityError(f"{path} is not a safetensors file: it is shorter than 8 bytes")
-    (size,) = struct.unpack("<Q", prefix)
-    if size > _MAX_HEADER:
-        raise IntegrityError(f"{path} is not a safetensors file: header of {size} bytes")
-    try:
-        header = json.loads(read(size))
-    except ValueError as exc:
-        raise IntegrityError(f"{path} is not a safetensors file: bad header ({exc})") from exc
-    if not isinstance(header, dict):
-        raise IntegrityError(f"{path} is not a safetensors file: the header is not an object")
-    return header, 8 + size
 
 
 def payload_sha256(path: str | os.PathLike[str]) -> str:
@@ -57,7 +40,7 @@ def payload_sha256(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     digest = hashlib.sha256(f"mw-payload-v{PAYLOAD_DIGEST_VERSION}\n".encode())
     with open(path, "rb") as handle:
-        header, data_start = _header(handle, path)
+        header, data_start = read_header(handle, path)
         end_of_file = os.fstat(handle.fileno()).st_size
         for name in sorted(k for k in header if k != "__metadata__"):
             entry = header[name]

@@ -142,6 +142,7 @@ async def run_codex_session(
         SandboxUnavailable: the sandbox cannot start (fails closed: no Codex outside it).
         ProviderRefused: Codex ended without a completed turn (its requests failed).
     """
+    from .. import _tensorfile
     from . import _rules, _standins, _worldmodel
 
     scratch = Path(session.sessions) / f"block-{block}"
@@ -167,6 +168,7 @@ async def run_codex_session(
         await box.write_file("worldmodel.py", await anyio.Path(_worldmodel.__file__).read_bytes())
         await box.write_file("rules.py", await anyio.Path(_rules.__file__).read_bytes())
         await box.write_file("standins.py", await anyio.Path(_standins.__file__).read_bytes())
+        await box.write_file("tensorfile.py", await anyio.Path(_tensorfile.__file__).read_bytes())
         script = FIT_ADAPTER.format(python=session.python, block=block, version=block + 1)
         await box.write_file("fit_adapter", script.encode())
         await anyio.Path(scratch / "fit_adapter").chmod(0o755)

