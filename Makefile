@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/meters.py
+	$(BIN)/python bench/reserver.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/editing.py
 	$(BIN)/python bench/serve_learn.py --split 144
 	$(BIN)/python bench/daemon.py
