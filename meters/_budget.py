@@ -10,6 +10,7 @@ in ``mw_actors`` wraps this; the meter reaches it through :class:`Reserver`.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import uuid
 from decimal import Decimal
@@ -119,6 +120,10 @@ class Budget:
         self.lease_seconds = lease_seconds
         self.settled = Decimal(0)
         self._outstanding: dict[str, Reservation] = {}
+        # Kept as reservations come and go, so a reserve costs the same with thousands
+        # open: their sum, and their expiries in order (an id whose lease ended is skipped).
+        self._held = Decimal(0)
+        self._expiries: list[tuple[float, str]] = []
         # Ids stay unique across restarts: each Budget instance has its own prefix.
         self._prefix = uuid.uuid4().hex[:8]
         self._ids = itertools.count(1)
@@ -126,7 +131,21 @@ class Budget:
 
     @property
     def outstanding(self) -> Decimal:
-        return sum((Decimal(r.amount) for r in self._outstanding.values()), Decimal(0))
+        return self._held
+
+    def _open(self, reservation: Reservation) -> None:
+        self._outstanding[reservation.id] = reservation
+        self._held += Decimal(reservation.amount)
+        heapq.heappush(self._expiries, (reservation.expires_at, reservation.id))
+        if len(self._expiries) > 2 * len(self._outstanding) + 1024:  # mostly settled ids
+            self._expiries = [(r.expires_at, r.id) for r in self._outstanding.values()]
+            heapq.heapify(self._expiries)
+
+    def _close(self, reservation_id: str) -> Reservation | None:
+        reservation = self._outstanding.pop(reservation_id, None)
+        if reservation is not None:
+            self._held -= Decimal(reservation.amount)
+        return reservation
 
     @property
     def remaining(self) -> Decimal:
@@ -150,7 +169,7 @@ class Budget:
             expires_at=now + self.lease_seconds,
             reserved_at=now,
         )
-        self._outstanding[reservation.id] = reservation
+        self._open(reservation)
         self._granted += 1
         return Granted(id=reservation.id, amount=reservation.amount)
 
@@ -159,13 +178,13 @@ class Budget:
 
         A settle for a reservation that was reclaimed still charges: the money was spent.
         """
-        self._outstanding.pop(reservation_id, None)
+        self._close(reservation_id)
         self.settled += actual
         return actual
 
     def release(self, reservation_id: str) -> None:
         """Give a reservation back unspent (nothing was sent)."""
-        self._outstanding.pop(reservation_id, None)
+        self._close(reservation_id)
 
     def open_reservations(self) -> list[Reservation]:
         return list(self._outstanding.values())
@@ -184,17 +203,22 @@ class Budget:
         A lease is charged its full amount: its holder vanished after reserving,
         so the request it covered may have been billed.
         """
-        expired = [r for r in self._outstanding.values() if r.expires_at <= now]
-        for reservation in expired:
-            del self._outstanding[reservation.id]
-            self.settled += Decimal(reservation.amount)
+        expired = []
+        while self._expiries and self._expiries[0][0] <= now:
+            _, reservation_id = heapq.heappop(self._expiries)
+            reservation = self._close(reservation_id)
+            if reservation is not None:  # else settled or released already
+                self.settled += Decimal(reservation.amount)
+                expired.append(reservation)
         self._reclaimed += len(expired)
         return [Reclaimed(reservation, now) for reservation in expired]
 
     def restore(self, settled: Decimal, outstanding: list[Reservation]) -> None:
         """Rebuild after a restart from journaled settles and leases still open."""
         self.settled = settled
-        self._outstanding = {r.id: r for r in outstanding}
+        self._outstanding, self._held, self._expiries = {}, Decimal(0), []
+        for reservation in outstanding:
+            self._open(reservation)
 
     def statistics(self) -> BudgetStatistics:
         outstanding = self.outstanding

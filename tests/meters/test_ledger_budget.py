@@ -176,3 +176,36 @@ def test_negative_amounts_are_refused() -> None:
         meters.Budget(Decimal(-1))
     with pytest.raises(MeterError):
         meters.Budget(Decimal(1)).reserve(Decimal(-1), "x", now=0)
+
+
+def test_the_running_sum_and_the_leases_match_a_recount_through_any_history(seed: int) -> None:
+    """What is outstanding and what expires, kept as reservations come and go, equals a
+    recount over the open reservations; the expiries kept stay in proportion to them."""
+    rng = random.Random(seed)
+    budget = meters.Budget(Decimal(10_000), lease_seconds=50)
+    now = 0.0
+    for _ in range(5_000):
+        now += rng.random()
+        action = rng.random()
+        open_ = budget.open_reservations()
+        if action < 0.5:
+            budget.reserve(Decimal(rng.randint(1, 999)) / 100, "m", now=now)
+        elif action < 0.75 and open_:
+            budget.settle(rng.choice(open_).id, Decimal("0.01"))
+        elif action < 0.9 and open_:
+            budget.release(rng.choice(open_).id)
+        else:
+            due = {r.id for r in open_ if r.expires_at <= now}
+            assert {x.reservation.id for x in budget.reclaim_expired(now)} == due
+        recount = sum((Decimal(r.amount) for r in budget.open_reservations()), Decimal(0))
+        assert budget.outstanding == recount
+        assert len(budget._expiries) <= 2 * len(budget.open_reservations()) + 1025
+
+
+def test_settled_leases_do_not_pile_up_while_none_expires() -> None:
+    budget = meters.Budget(Decimal(10_000), lease_seconds=900)
+    for n in range(5_000):
+        granted = budget.reserve(Decimal("0.01"), "m", now=n / 1000)
+        assert isinstance(granted, meters.Granted)
+        budget.settle(granted.id, Decimal("0.01"))
+    assert budget.outstanding == 0 and len(budget._expiries) <= 1025
