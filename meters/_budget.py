@@ -98,13 +98,18 @@ async def reserve_waiting(
     Concurrent holders (a campaign's episodes, a grid's cells) each reserve a worst case
     far above what they spend: refused the moment their worst cases fill the allocation,
     a grid ended its cells with 14% of it spent. Blocked for good (settled spend and this
-    amount cannot fit), or still blocked after ``wait_seconds``, it is refused.
+    amount cannot fit), or still blocked after ``wait_seconds``, it is refused. A
+    reserver with a ``freed()`` wait (:class:`LocalReserver`) wakes it as soon as a
+    reservation is settled or released; others are asked again after a backoff.
     """
     outcome = await reserver.reserve(amount, holder)
-    delay, waited = 0.05, 0.0
-    while isinstance(outcome, Blocked) and outcome.may_fit_later() and waited < wait_seconds:
-        await anyio.sleep(delay)
-        waited += delay
+    freed = getattr(reserver, "freed", None)  # a reserver that says when money comes back
+    delay, deadline = 0.05, anyio.current_time() + wait_seconds
+    while (
+        isinstance(outcome, Blocked) and outcome.may_fit_later() and anyio.current_time() < deadline
+    ):
+        with anyio.move_on_after(delay):  # at the latest: a reserver in another process
+            await (freed() if freed is not None else anyio.sleep(delay))
         delay = min(delay * 2, 2.0)
         outcome = await reserver.reserve(amount, holder)
     return outcome

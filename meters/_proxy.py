@@ -150,15 +150,29 @@ class LocalReserver:
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
+        self._freed: anyio.Event | None = None  # made in the event loop, on first wait
 
     async def reserve(self, amount: Decimal, holder: str) -> Granted | Blocked:
         return self.budget.reserve(amount, holder, now=time.monotonic())
 
     async def settle(self, reservation_id: str, actual: Decimal) -> None:
         self.budget.settle(reservation_id, actual)
+        self._wake()
 
     async def release(self, reservation_id: str) -> None:
         self.budget.release(reservation_id)
+        self._wake()
+
+    async def freed(self) -> None:
+        """Wait until a reservation is settled or released (a blocked request may fit)."""
+        if self._freed is None:
+            self._freed = anyio.Event()
+        await self._freed.wait()
+
+    def _wake(self) -> None:
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
 
     async def open_reservations(self) -> list[Reservation]:
         return self.budget.open_reservations()

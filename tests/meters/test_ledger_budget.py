@@ -6,6 +6,8 @@ import random
 from decimal import Decimal
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 import meters
@@ -209,3 +211,35 @@ def test_settled_leases_do_not_pile_up_while_none_expires() -> None:
         assert isinstance(granted, meters.Granted)
         budget.settle(granted.id, Decimal("0.01"))
     assert budget.outstanding == 0 and len(budget._expiries) <= 1025
+
+
+@pytest.mark.anyio
+async def test_a_blocked_request_waits_for_a_settle_and_is_woken_by_it() -> None:
+    """A request that fits once the one in flight settles is granted on that settle,
+    not at its next poll."""
+
+    class Watched(meters.LocalReserver):
+        waiting = woken = False
+
+        async def freed(self) -> None:
+            Watched.waiting = True
+            await super().freed()
+            Watched.woken = True
+
+    reserver = Watched(meters.Budget(Decimal("1.00")))
+    first = await reserver.reserve(Decimal("0.80"), "a")
+    assert isinstance(first, meters.Granted)
+    outcome: list[meters.Granted | meters.Blocked] = []
+
+    async def second() -> None:
+        outcome.append(
+            await meters.reserve_waiting(reserver, Decimal("0.50"), "b", wait_seconds=600)
+        )
+
+    with anyio.fail_after(60):  # a hang guard: the backoff alone would take far less
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(second)
+            while not Watched.waiting:
+                await anyio.lowlevel.checkpoint()
+            await reserver.settle(first.id, Decimal("0.10"))
+    assert Watched.woken and isinstance(outcome[0], meters.Granted)
