@@ -23,7 +23,7 @@ import msgspec
 
 from meters import Blocked, Budget, Granted, LedgerLine, Reservation
 
-from ._core import Actor, ActorContext, ActorRef, Record
+from ._core import Actor, ActorContext, ActorRef, Record, ReplySlot
 
 __all__ = [
     "BUDGET_RECORDS",
@@ -143,6 +143,8 @@ class BudgetReserver(Actor[Any]):
     ) -> None:
         self.budget = Budget(allocation, lease_seconds=lease_seconds)
         self.ledger = ledger
+        self._waiting: list[ReplySlot] = []  # "freed" asks: a blocked request waits to ask again
+        self._freed = False  # a settle or release in this batch
 
     async def init(self, ctx: ActorContext) -> object:
         self.ctx = ctx
@@ -182,12 +184,22 @@ class BudgetReserver(Actor[Any]):
                 batch = await ctx.receive_waiting(MOST_AT_ONCE)
             except anyio.EndOfStream:
                 return
-            answers = [self._decide(envelope.message) for envelope in batch]
+            answers: list[object] = []
+            for envelope in batch:
+                if envelope.message == "freed" and envelope.reply is not None:
+                    self._waiting.append(envelope.reply)  # answered on a settle or release
+                    answers.append(None)
+                else:
+                    answers.append(self._decide(envelope.message))
             if ctx.journal is not None:
                 await ctx.journal.sync()
             for envelope, answer in zip(batch, answers, strict=True):
-                if envelope.reply is not None:
+                if envelope.reply is not None and envelope.message != "freed":
                     envelope.reply.set(answer)
+            if self._freed:  # money came back: the requests waiting for it ask again
+                waiting, self._waiting, self._freed = self._waiting, [], False
+                for reply in waiting:
+                    reply.set(None)
 
     def _decide(self, message: Any) -> object:
         self._reclaim()
@@ -218,10 +230,12 @@ class BudgetReserver(Actor[Any]):
         if isinstance(message, _Settle):
             self.budget.settle(message.id, Decimal(message.actual))
             self._record(BudgetSettled(id=message.id, actual=message.actual))
+            self._freed = True
             return None
         if isinstance(message, _Release):
             self.budget.release(message.id)
             self._record(BudgetReleased(id=message.id))
+            self._freed = True
             return None
         if message == "statistics":
             return self.budget.statistics()
@@ -252,3 +266,7 @@ class ReserverClient:
     async def open_reservations(self) -> list[Reservation]:
         reservations: list[Reservation] = await self.ref.ask("open", timeout=self.timeout)
         return reservations
+
+    async def freed(self) -> None:
+        """Wait until a reservation is settled or released (``meters.reserve_waiting``)."""
+        await self.ref.ask("freed")

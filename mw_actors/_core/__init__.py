@@ -11,6 +11,7 @@ from ._actor import (
     ActorRef,
     Exit,
     Host,
+    ReplySlot,
 )
 from ._clock import (
     Clock,
@@ -122,6 +123,7 @@ __all__ = [
     "ProcessActor",
     "Projection",
     "Record",
+    "ReplySlot",
     "Restart",
     "RetryLater",
     "Runtime",

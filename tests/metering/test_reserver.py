@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import meters
@@ -224,3 +225,35 @@ def test_a_reserver_killed_mid_batch_has_every_grant_it_gave_on_disk(tmp_path: P
             if isinstance(e.rec, mw.metering.BudgetReserved)
         }
         assert set(granted) <= on_disk, f"{len(set(granted) - on_disk)} grants not on disk"
+
+
+async def test_a_request_blocked_by_one_in_flight_is_woken_by_its_settle(tmp_path: Path) -> None:
+    """Through the actor: the waiter asks again on the settle, not at its next poll."""
+    async with mw.open_runtime(journal=tmp_path, record_types=mw.metering.BUDGET_RECORDS) as rt:
+
+        class Watched(mw.metering.ReserverClient):
+            waiting = woken = False
+
+            async def freed(self) -> None:
+                Watched.waiting = True
+                await super().freed()
+                Watched.woken = True
+
+        client = Watched(await rt.spawn(reserver("1.00")))
+        first = await client.reserve(Decimal("0.80"), "meter:a")
+        assert isinstance(first, meters.Granted)
+        outcome: list[meters.Granted | meters.Blocked] = []
+
+        async def second() -> None:
+            outcome.append(
+                await meters.reserve_waiting(client, Decimal("0.50"), "meter:b", wait_seconds=600)
+            )
+
+        with anyio.fail_after(60):  # a hang guard
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(second)
+                while not Watched.waiting:
+                    await anyio.lowlevel.checkpoint()
+                await anyio.wait_all_tasks_blocked()  # its ask is in the reserver's hands
+                await client.settle(first.id, Decimal("0.10"))
+        assert Watched.woken and isinstance(outcome[0], meters.Granted)
