@@ -184,18 +184,18 @@ class BudgetReserver(Actor[Any]):
                 batch = await ctx.receive_waiting(MOST_AT_ONCE)
             except anyio.EndOfStream:
                 return
-            answers: list[object] = []
+            answers: list[tuple[ReplySlot | None, object]] = []
             for envelope in batch:
-                if envelope.message == "freed" and envelope.reply is not None:
-                    self._waiting.append(envelope.reply)  # answered on a settle or release
-                    answers.append(None)
+                if envelope.message == "freed":
+                    if envelope.reply is not None:  # answered on a settle or release
+                        self._waiting.append(envelope.reply)
                 else:
-                    answers.append(self._decide(envelope.message))
+                    answers.append((envelope.reply, self._decide(envelope.message)))
             if ctx.journal is not None:
                 await ctx.journal.sync()
-            for envelope, answer in zip(batch, answers, strict=True):
-                if envelope.reply is not None and envelope.message != "freed":
-                    envelope.reply.set(answer)
+            for reply, answer in answers:
+                if reply is not None:
+                    reply.set(answer)
             if self._freed:  # money came back: the requests waiting for it ask again
                 waiting, self._waiting, self._freed = self._waiting, [], False
                 for reply in waiting:

@@ -608,8 +608,8 @@ def scopes(rows: Sequence[Row]) -> dict[str, dict[str, str]]:
     scored = [row for row in rows if row.scored]
     shares: dict[str, dict[str, int]] = {}
     for row in scored:
-        for key, value in row.facts.items():
-            if isinstance(value, str) and not key.startswith("word:"):
+        for key, value in row.categories:
+            if not key.startswith("word:"):
                 counted = shares.setdefault(key, {})
                 counted[value] = counted.get(value, 0) + 1
     found: dict[str, dict[str, str]] = {}
