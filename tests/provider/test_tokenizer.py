@@ -60,3 +60,8 @@ def test_a_file_that_is_no_gguf_or_lacks_the_arrays_is_one_clear_line(tmp_path: 
         gguf_strings(other, {"tokenizer.ggml.tokens"})
     with pytest.raises(ConfigError, match=r"has no string array 'no\.such\.key'"):
         gguf_strings(smollm2_gguf(), {"no.such.key"})
+    for cut in (b"", smollm2_gguf().read_bytes()[:500_000]):  # empty, or cut short
+        other.write_bytes(cut)
+        with pytest.raises(ConfigError, match="is not a readable GGUF file") as info:
+            gguf_strings(other, {"tokenizer.ggml.tokens"})
+        assert "reinstall" in (info.value.hint or "")
