@@ -25,6 +25,7 @@ test: lint
 	$(BIN)/pytest
 
 bench: $(STAMP)
+	$(BIN)/python bench/imports.py
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/meters.py

@@ -59,6 +59,34 @@ def test_import_mw_actors_loads_no_http_stack() -> None:
     assert loaded.stdout.strip() == "[]"
 
 
+def test_import_mw_actors_loads_no_console_renderer() -> None:
+    """structlog (and through it rich and pygments) loads at the first event, not at import."""
+    heavy = ("structlog", "rich", "pygments")
+    probe = (
+        "import sys, mw_actors, mw_actors.journal; "
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_a_logger_made_at_import_follows_the_configuration_made_after() -> None:
+    """A module's logger is made at import, the host configures structlog later: it is obeyed."""
+    probe = (
+        "import mw_actors._core as core\n"
+        "log = core.get_logger('mw.probe')\n"
+        "import structlog\n"
+        "from structlog.testing import capture_logs\n"
+        "with capture_logs() as seen:\n"
+        "    log.bind(run='r1').info('hello', n=3)\n"
+        "print(seen)\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "'event': 'hello'" in loaded.stdout and "'run': 'r1'" in loaded.stdout
+
+
 def test_public_objects_report_their_public_module() -> None:
     import mw_actors
     import mw_actors.journal

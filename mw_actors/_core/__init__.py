@@ -35,6 +35,9 @@ from ._journal import (
     rebuild,
     replay,
 )
+from ._log import (
+    get_logger,
+)
 from ._mailbox import (
     Mailbox,
     MailboxStatistics,
@@ -140,6 +143,7 @@ __all__ = [
     "SystemClock",
     "VirtualClock",
     "fail_after",
+    "get_logger",
     "journal_summary",
     "move_on_after",
     "observe_runtimes",

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, Protocol, TypeVar
 
 import anyio
-import structlog
 
 from mw_errors import ActorExited, AskTimeout, MailboxClosed
 
 from ._clock import Clock, move_on_after
+from ._log import get_logger
 from ._mailbox import Mailbox, MailboxStatistics, Overflow
 from ._records import ExitReason, ExitShutdown
 
@@ -255,7 +255,7 @@ class ActorContext:
     @property
     def log(self) -> Any:
         """A structlog logger bound to this actor and run."""
-        return structlog.get_logger("mw.actor").bind(actor=self._id.name, run=self.run)
+        return get_logger("mw.actor").bind(actor=self._id.name, run=self.run)
 
     @property
     def clock(self) -> Clock:

@@ -30,12 +30,12 @@ from typing import Any, Final, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 import msgspec
-import structlog
 
 from mw_errors import JournalCorrupt, JournalError, JournalFatal, JournalSchemaError
 
 from ._clock import Clock, SystemClock
 from ._fileops import FileOps
+from ._log import get_logger
 from ._records import CORE_RECORDS, Durability, JournalHeader, Record
 
 __all__ = [
@@ -54,7 +54,7 @@ _PREFIX: Final = b'{"crc":"'
 _PREFIX_LEN: Final = len(_PREFIX) + 8 + 2  # prefix, 8 hex digits, '",'
 _SUFFIX: Final = ".jsonl"
 
-log = structlog.get_logger("mw.journal")
+log = get_logger("mw.journal")
 
 R = TypeVar("R", bound=Record)
 S = TypeVar("S")

@@ -23,7 +23,6 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
-import structlog
 
 from mw_errors import (
     JournalError,
@@ -36,6 +35,7 @@ from mw_errors import (
 from ._actor import ActorContext, ActorRef, Envelope, Exit, _Identity
 from ._clock import Clock, SystemClock
 from ._journal import Journal, open_journal, rebuild, replay
+from ._log import get_logger
 from ._mailbox import Mailbox, MailboxStatistics
 from ._records import ActorExit, ActorSpawn, ExitError, ExitLost, Record
 from ._spec import AutoShutdown, ChildSpec, Restart, SupervisorSpec
@@ -44,7 +44,7 @@ from ._views import SupervisionView
 
 __all__ = ["Runtime", "observe_runtimes", "open_runtime"]
 
-log = structlog.get_logger("mw.runtime")
+log = get_logger("mw.runtime")
 
 
 class Runtime:

@@ -31,7 +31,6 @@ from typing import Any
 
 import anyio
 import msgspec
-import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -48,6 +47,7 @@ from ._actor import (
     _Identity,
 )
 from ._clock import move_on_after
+from ._log import get_logger
 from ._mailbox import Mailbox
 from ._records import (
     ActorExit,
@@ -75,7 +75,7 @@ from ._spec import (
 
 __all__ = ["ChildInfo", "Supervisor", "SupervisorRef", "SupervisorStatistics", "supervisor"]
 
-log = structlog.get_logger("mw.supervisor")
+log = get_logger("mw.supervisor")
 
 _RESTART_LEVELS = ("info", "warning", "error")
 

@@ -31,12 +31,11 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
-import structlog
 
 from mw_errors import ConfigError, MwError
 
 from .._convert import convert
-from .._core import Record, Runtime, observe_runtimes, open_journal, read_journal
+from .._core import Record, Runtime, get_logger, observe_runtimes, open_journal, read_journal
 from .._reserver import BUDGET_RECORDS
 from .._tags import check_tag
 from ..editing.records import EDITING_RECORDS, TrialEnded, TrialStarted
@@ -65,7 +64,7 @@ from ._status import CAMPAIGN_RECORDS, CampaignStatus, Progress, campaign_status
 
 __all__ = ["Daemon", "DaemonOptions", "peer_uid"]
 
-log = structlog.get_logger("mw.daemon")
+log = get_logger("mw.daemon")
 EVENT_BUFFER = 256
 EVENT_COALESCE_SECONDS = 0.02  # a live view loses nothing by seeing events 20 ms late
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import anyio
 import msgspec
-import structlog
 
 from meters import (
     Blocked,
@@ -57,7 +56,16 @@ from sandbox import Limits, SandboxConfig, open_sandbox
 from sandbox import self_test as sandbox_self_test
 
 from .._campaign_tree import open_campaign_tree
-from .._core import Actor, ActorContext, ActorRef, ChildSpec, Journal, SupervisorRef, SupervisorSpec
+from .._core import (
+    Actor,
+    ActorContext,
+    ActorRef,
+    ChildSpec,
+    Journal,
+    SupervisorRef,
+    SupervisorSpec,
+    get_logger,
+)
 from .._hashing import file_sha256, payload_sha256
 from .._lock import campaign_lock
 from .._metering import ledger_lines, start_meter
@@ -87,7 +95,7 @@ __all__ = ["CampaignOptions", "grader_answer", "prepare_run", "run_campaign", "w
 
 # How long a trial waits for envelopes in flight (another cell's) to settle: their lease.
 ENVELOPE_WAIT_SECONDS = 900.0
-log = structlog.get_logger("mw.editing")
+log = get_logger("mw.editing")
 
 
 @dataclass(frozen=True)

@@ -37,11 +37,11 @@ from functools import partial
 from typing import Any
 
 import anyio
-import structlog
 
 import meters
 from mw_errors import ConfigError, MwError
 
+from .._core import get_logger
 from ..serve_learn import CampaignSpec
 from ._budget import CellBudget
 from ._cells import ENDED
@@ -50,7 +50,7 @@ from .records import CellEnded, CellStarted
 
 __all__ = ["RayExecutor", "import_ray"]
 
-log = structlog.get_logger("mw.grid")
+log = get_logger("mw.grid")
 
 
 def import_ray() -> Any:

@@ -32,7 +32,6 @@ from typing import Any, Protocol
 
 import anyio
 import msgspec
-import structlog
 
 import meters
 from mw_errors import ConfigError, EvidenceError, MwError
@@ -45,6 +44,7 @@ from .._core import (
     Restart,
     SupervisorRef,
     SupervisorSpec,
+    get_logger,
     open_runtime,
     read_journal,
     supervisor,
@@ -91,7 +91,7 @@ __all__ = [
     "run_job",
 ]
 
-log = structlog.get_logger("mw.grid")
+log = get_logger("mw.grid")
 
 RECORDS = (*GRID_RECORDS, *BUDGET_RECORDS)  # what the driver's journal holds
 

@@ -27,13 +27,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
-import structlog
 
 import meters
 import sandbox
 
 from .._campaign_tree import open_campaign_tree
-from .._core import ChildSpec, SupervisorSpec
+from .._core import ChildSpec, SupervisorSpec, get_logger
 from .._lock import campaign_lock
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled
@@ -53,7 +52,7 @@ from .records import (
 
 __all__ = ["run_campaign"]
 
-log = structlog.get_logger("mw.serve_learn")
+log = get_logger("mw.serve_learn")
 
 
 async def run_campaign(

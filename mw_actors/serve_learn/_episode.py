@@ -14,11 +14,10 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 import msgspec
-import structlog
 
 from mw_errors import ProviderRefused
 
-from .._core import Journal
+from .._core import Journal, get_logger
 from ._acting import score_line
 from ._scenario import Task
 from ._slb import Played
@@ -31,7 +30,7 @@ from .records import (
 __all__ = ["serve_episode"]
 
 
-log = structlog.get_logger("mw.serve_learn")
+log = get_logger("mw.serve_learn")
 
 
 async def _play(shared: Shared, task: Task, phase: str, version: int) -> Played:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import structlog
 
 from mw_errors import ProviderRefused
 
+from .._core import get_logger
 from ._acting import MAX_TOKENS, acting_client, run_episode
 from ._scenario import Task, read_evaluators
 from ._slb import Played
@@ -26,7 +26,7 @@ from ._synthetic import SyntheticCase, verify
 
 __all__ = ["SyntheticEnvironment", "SyntheticScenario"]
 
-log = structlog.get_logger("mw.serve_learn")
+log = get_logger("mw.serve_learn")
 
 
 class SyntheticEnvironment:
