@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mw_actors.daemon import (  # noqa: E402
+    CAMPAIGN_RECORDS,
     Cancel,
     Status,
     Submit,
@@ -33,7 +34,6 @@ from mw_actors.daemon import (  # noqa: E402
     connect,
     subscribe,
 )
-from mw_actors.daemon._status import CAMPAIGN_RECORDS  # noqa: E402
 from mw_actors.journal import read_journal  # noqa: E402
 
 WATCHED = {

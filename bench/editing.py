@@ -87,7 +87,7 @@ def bench_grading(student_dir: Path, config: Path, limit: int) -> None:
     import transformers
     from tokenizers import Tokenizer
 
-    from mw_actors.editing._model import load_student
+    from mw_actors.editing.student import load_student
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     tokenizer = Tokenizer.from_file(str(student_dir / "tokenizer.json"))
@@ -164,8 +164,7 @@ def bench_report(tmp: Path) -> None:
 
 
 def bench_rss(student: Path, config: Path, tmp: Path) -> None:
-    from mw_actors.editing import file_sha256
-    from mw_actors.editing._datasets import read_cases
+    from mw_actors.editing import file_sha256, read_cases
 
     cases = tmp / "cases.jsonl"
     cases.write_text((config.parent / "datasets" / "completion.jsonl").read_text())

@@ -36,18 +36,20 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mw_actors._core import read_journal  # noqa: E402
 from mw_actors.grid import (  # noqa: E402
+    GRID_RECORDS,
     GridPlace,
     LocalExecutor,
     RayExecutor,
+    cell_flags,
     grid_outcomes,
     leaderboard_csv,
     load_grid,
     run_grid,
 )
-from mw_actors.grid._run import RECORDS, _flags  # noqa: E402
 from mw_actors.grid.records import CellEnded, CellStarted  # noqa: E402
+from mw_actors.journal import read_journal  # noqa: E402
+from mw_actors.metering import BUDGET_RECORDS  # noqa: E402
 from mw_actors.serve_learn import (  # noqa: E402
     CAMPAIGN_RECORDS,
     ensure_synthetic,
@@ -79,7 +81,7 @@ async def by_hand(path: Path, runs: Path) -> None:
     grid = load_grid(path)
     place = GridPlace(runs, grid.tag)
     for cell in grid.cells:
-        spec = launch_spec(_flags(grid, cell), ENVIRON, place.cells, cell.tag)
+        spec = launch_spec(cell_flags(grid, cell), ENVIRON, place.cells, cell.tag)
         ensure_synthetic(spec.dataset, spec.scenario)
         await run_campaign(spec)
 
@@ -93,7 +95,7 @@ def overheads(place: GridPlace) -> list[float]:
     """Per cell: the driver's view of its run less its campaign's own."""
     began: dict[str, float] = {}
     seen = []
-    for entry in read_journal(place.journal, RECORDS):
+    for entry in read_journal(place.journal, (*GRID_RECORDS, *BUDGET_RECORDS)):
         if isinstance(entry.rec, CellStarted):
             began[entry.rec.cell] = entry.t
         elif isinstance(entry.rec, CellEnded):

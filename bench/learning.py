@@ -12,7 +12,7 @@ it takes any valid decision, the right one included, alike. Each episode's recor
 ``protocol.episode_record``, as mw makes it. At each window's boundary the
 world models are fitted on the records of the blocks served before it
 (DESIGN.md promise 4), and the window's tests are played by the probe's
-player (``mw_actors.serve_learn._probe``), which looks the case up as served
+player (``mw_actors.serve_learn.learners``), which looks the case up as served
 episodes did, takes the world model's top-ranked action and finishes; the
 benchmark's verifier scores it. Scores are Hidden / Fully Specified (0-100),
 the mean over seeds. World models, all on the same records:
@@ -21,8 +21,8 @@ the mean over seeds. World models, all on the same records:
 - nearest success: RAG's idea, the outcome of the most similar served case
   that scored 100 (BM25);
 - decision tree: a plain tree on the parsed facts (numbers included, every block
-  alike), its splits chosen on the outcomes that scored (``_rules.grow``);
-- mwm: MWM's ``wm`` (``_worldmodel.fit``, as the campaign fits it);
+  alike), its splits chosen on the outcomes that scored (``decision_tree_ranker``);
+- mwm: MWM's ``wm`` (``learners.fit``, as the campaign fits it);
 - oracle: the ground truth (the player's ceiling).
 
 The fitting time per block is MWM's, on this machine.
@@ -43,21 +43,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mw_actors.serve_learn import _rules  # noqa: E402
-from mw_actors.serve_learn._probe import (  # noqa: E402
+from mw_actors.serve_learn.learners import (  # noqa: E402
     Lookups,
     Ranker,
-    majority_ranker,
-    nearest_success_ranker,
-    play_test,
-    required_parameters,
-)
-from mw_actors.serve_learn._worldmodel import (  # noqa: E402
-    SCORED,
     Served,
     case_of,
+    decision_tree_ranker,
     fit,
+    majority_ranker,
+    nearest_success_ranker,
     parse_record,
+    play_test,
+    required_parameters,
 )
 
 BLOCK = 12
@@ -153,20 +150,6 @@ def serve(
     return served
 
 
-def tree_ranker(cases: list[Any], now: int) -> Ranker:
-    """A plain decision tree over the facts of the served cases (no words, no recency)."""
-    outcomes = sorted({c.signature for c in cases})
-    rows = [_rules.Row(_rules.facts_of(c.text), c.signature, c.reward >= SCORED, c.block)
-            for c in cases]  # fmt: skip
-    tree = _rules.grow(rows, now, outcomes, decay=1.0)
-
-    def rank(text: str) -> list[str]:
-        estimate = tree.leaf(_rules.facts_of(text))[-1].estimate
-        return sorted(outcomes, key=lambda o: (-estimate.get(o, 0.0), o))
-
-    return rank
-
-
 def _oracle(task: Any) -> Ranker:
     action = task.actions[0] if task.actions else None
     if action is None:
@@ -223,7 +206,7 @@ def probe_scenario(
         made: dict[str, Callable[[], Ranker]] = {
             "majority": lambda cases=cases: majority_ranker(cases),
             "nearest success": lambda cases=cases: nearest_success_ranker(cases),
-            "decision tree": lambda cases=cases, now=version - 1: tree_ranker(cases, now),
+            "decision tree": lambda cases=cases, now=version - 1: decision_tree_ranker(cases, now),
             "mwm": lambda mwm=mwm: mwm,
         }
         rankers = {m: made[m]() for m in models if m in made}  # only those asked for

@@ -24,6 +24,7 @@ from ._config import (
     load_policy,
     pin_student,
 )
+from ._datasets import read_cases
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
 from ._layout import RunLayout
@@ -69,6 +70,7 @@ __all__ = [
     "pin_student",
     "preflight",
     "prepare_run",
+    "read_cases",
     "regrade",
     "render_html",
     "render_json",

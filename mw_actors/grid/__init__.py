@@ -17,6 +17,7 @@ from ._editing import (
     read_edit_cell,
     verify_edit_cells,
 )
+from ._grid_file import load_grid
 from ._ray import RayExecutor
 from ._report import (
     Leaderboard,
@@ -36,6 +37,7 @@ from ._run import (
     GridPlace,
     GridRun,
     LocalExecutor,
+    cell_flags,
     grid_outcomes,
     grid_running,
     in_grid_order,
@@ -43,7 +45,7 @@ from ._run import (
     run_grid,
     run_job,
 )
-from ._spec import Cell, GridSpec, cell_tag, load_grid
+from ._spec import Cell, GridSpec, cell_tag
 from ._view import attach_grid, grid_frame, grid_outcomes_now, grid_status_now, render_grid
 from .records import GRID_RECORDS
 
@@ -65,6 +67,7 @@ __all__ = [
     "RayExecutor",
     "TaskLosses",
     "attach_grid",
+    "cell_flags",
     "cell_tag",
     "curve_svg",
     "describe_run",

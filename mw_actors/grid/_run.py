@@ -74,7 +74,8 @@ from ._editing import (
     require_options,
     write_cell_configs,
 )
-from ._spec import AnyGrid, Cell, GridSpec
+from ._grid_file import AnyGrid
+from ._spec import Cell, GridSpec
 from .records import GRID_RECORDS, CellEnded, CellStarted, GridEnded, GridStarted
 
 __all__ = [
@@ -231,7 +232,8 @@ async def in_grid_order(
             tg.start_soon(one, job)
 
 
-def _flags(grid: GridSpec, cell: Cell) -> Flags:
+def cell_flags(grid: GridSpec, cell: Cell) -> Flags:
+    """The flags a cell's campaign runs with: the grid's settings, the cell's axes."""
     settings = dict(grid.settings)
     for name in ("config", "dataset"):  # kept as strings in grid.json
         if name in settings:
@@ -283,7 +285,9 @@ def _jobs(
             spec = EditJob(cell.tag, config_path(place.root, cell), place.cells / cell.tag, options)
         else:
             assert isinstance(grid, GridSpec)
-            spec = launch_spec(_flags(grid, cell), environ, place.cells, cell.tag, resume=resume)
+            spec = launch_spec(
+                cell_flags(grid, cell), environ, place.cells, cell.tag, resume=resume
+            )
         jobs.append(CellJob(cell, spec, resume))
     return jobs
 
@@ -309,7 +313,7 @@ def _check_cells(
         return
     with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
         for cell in grid.cells:
-            spec = launch_spec(_flags(grid, cell), environ, Path(scratch), cell.tag)
+            spec = launch_spec(cell_flags(grid, cell), environ, Path(scratch), cell.tag)
             ensure_synthetic(spec.dataset, spec.scenario)
             check_campaign(spec)
 

@@ -11,7 +11,7 @@
     allocation: 5                # USD, for the whole grid
 
 ``kind: editing`` makes a weight-editing grid instead (students x arms x seeds,
-see ._editing).
+see ._editing); ``._grid_file`` reads a file and hands it to the kind it names.
 
 A cell is one ordinary serve-and-learn campaign. Its tag is
 ``<grid>.<scenario>.<method>.<model>`` (the method's and the model's names with
@@ -25,19 +25,15 @@ import hashlib
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal
 
 import msgspec
 
-from meters import parse_usd
 from mw_errors import ConfigError
 
 from .._tags import check_scenario, check_tag
 
-if TYPE_CHECKING:
-    from ._editing import EditGridSpec
-
-__all__ = ["CELL_FIELDS", "AnyGrid", "Cell", "GridSpec", "cell_tag", "load_grid", "slug"]
+__all__ = ["CELL_FIELDS", "Cell", "GridSpec", "cell_tag", "serve_learn_grid", "slug"]
 
 # The launch-config fields a grid may give every cell (the names of `mw serve-learn run`'s
 # flags, as serve_learn.Flags holds them).
@@ -147,14 +143,12 @@ def _names(value: list[str], field: str) -> list[str]:
     return value
 
 
-def _grid(raw: _GridFile, source: str, base: Path) -> AnyGrid:
-    allocation = parse_usd(str(raw.allocation), "allocation")
-    if raw.max_parallel is not None and raw.max_parallel < 1:
-        raise ConfigError(f"{source}: max_parallel {raw.max_parallel}", hint="use 1 or more")
-    if raw.kind == "editing":
-        from ._editing import edit_grid
+def serve_learn_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> GridSpec:
+    """The serve-and-learn grid ``raw`` names (its paths relative to ``base``), checked.
 
-        return edit_grid(raw, source, base, allocation)
+    Raises:
+        ConfigError: a field of the other kind, a missing axis, two cells with one tag.
+    """
     grid = check_tag(raw.tag)
     editing = [f for f in ("arms", "seeds", "students") if getattr(raw, f) is not None]
     if editing:
@@ -200,34 +194,3 @@ def _grid(raw: _GridFile, source: str, base: Path) -> AnyGrid:
         runs=str(base / raw.runs) if raw.runs else None,
         max_parallel=raw.max_parallel,
     )
-
-
-AnyGrid: TypeAlias = "GridSpec | EditGridSpec"  # a grid of either kind
-
-
-def load_grid(path: Path) -> AnyGrid:
-    """The grid in ``path`` (YAML or JSON), checked.
-
-    Raises:
-        ConfigError: it cannot be read, is not a grid, or names something twice.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read grid file {path}: {exc.strerror}", hint="check the path"
-        ) from None
-    try:
-        if path.suffix == ".json":
-            raw = msgspec.json.decode(data, type=_GridFile)
-        else:
-            raw = msgspec.yaml.decode(data, type=_GridFile)
-    except msgspec.ValidationError as exc:
-        fields = ", ".join(["tag", "scenarios", "methods", "models", "allocation", *CELL_FIELDS])
-        raise ConfigError(
-            f"{path} is not a grid: {exc}",
-            hint=f"a grid's fields: {fields}; kind: editing takes config, arms, seeds, students",
-        ) from None
-    except msgspec.DecodeError as exc:
-        raise ConfigError(f"{path} is not YAML or JSON: {exc}", hint="fix its syntax") from None
-    return _grid(raw, str(path), path.resolve().parent)

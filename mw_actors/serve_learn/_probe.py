@@ -36,12 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._worldmodel import Case, ParsedRecord, bm25_top_k, tokenize
+from . import _rules
+from ._worldmodel import SCORED, Case, ParsedRecord, bm25_top_k, tokenize
 
 __all__ = [
     "Lookups",
     "Played",
     "Ranker",
+    "decision_tree_ranker",
     "majority_ranker",
     "nearest_success_ranker",
     "parse_signature",
@@ -217,5 +219,23 @@ def nearest_success_ranker(cases: Sequence[Case]) -> Ranker:
     def rank(text: str) -> list[str]:
         found = bm25_top_k(text, docs, 5)
         return list(dict.fromkeys(wins[i].signature for i in found))
+
+    return rank
+
+
+def decision_tree_ranker(cases: Sequence[Case], now: int) -> Ranker:
+    """A plain decision tree over the facts of the served cases (no words, no recency).
+
+    The baseline MWM's rules are measured against: the same facts, one tree over all
+    outcomes, every block weighed alike.
+    """
+    outcomes = sorted({c.signature for c in cases})
+    rows = [_rules.Row(_rules.facts_of(c.text), c.signature, c.reward >= SCORED, c.block)
+            for c in cases]  # fmt: skip
+    tree = _rules.grow(rows, now, outcomes, decay=1.0)
+
+    def rank(text: str) -> list[str]:
+        estimate = tree.leaf(_rules.facts_of(text))[-1].estimate
+        return sorted(outcomes, key=lambda o: (-estimate.get(o, 0.0), o))
 
     return rank
