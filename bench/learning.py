@@ -51,6 +51,7 @@ from mw_actors.serve_learn.learners import (  # noqa: E402
     decision_tree_ranker,
     fit,
     majority_ranker,
+    manual_of,
     nearest_success_ranker,
     parse_record,
     play_test,
@@ -175,6 +176,7 @@ def probe_scenario(
 
     bundle = scenarios.get_bundle(name, fresh=True)
     domain = bundle["meta"]["domain"]
+    manual = manual_of(bundle)
     windows = range(scenarios.n_windows(bundle)) if windows is None else windows
     rng = random.Random(seed)
     last = max(protocol.stamp_test(bundle["test_set"](w), bundle["serving"], w) for w in windows)
@@ -196,7 +198,7 @@ def probe_scenario(
         known = served[: version * BLOCK]
         cases = [c for c in (case_of(s) for s in known) if c is not None]
         started = time.perf_counter()
-        model = fit(known, now=version - 1) if known else None
+        model = fit(known, now=version - 1, manual=manual) if known else None
         fit_seconds.append(time.perf_counter() - started)
         lookups = Lookups.learn([parse_record(s.record) for s in known])
 

@@ -91,7 +91,12 @@ class Learner(_Journaled):
 
         await anyio.to_thread.run_sync(partial(shutil.rmtree, staging, ignore_errors=True))
         lesson = Lesson(
-            served=served, block=block, previous=previous, out=staging, session=shared.session
+            served=served,
+            block=block,
+            previous=previous,
+            out=staging,
+            session=shared.session,
+            manual=shared.engine.manual,
         )
         usage = await shared.method.learn(lesson)  # an LLM session's, where the method has one
         digest, target = await anyio.to_thread.run_sync(settle)

@@ -72,7 +72,8 @@ import msgspec  # noqa: E402
 from worldmodel import Served, fit  # noqa: E402
 
 served = msgspec.json.decode((here / "evidence.json").read_bytes(), type=list[Served])
-fit(served, now={block}).save(here, {version})
+manual = (here / "manual.md").read_text() if (here / "manual.md").exists() else ""
+fit(served, now={block}, manual=manual).save(here, {version})
 print(f"adapter trained on {{len(served)}} episodes; card.md rewritten")
 """
 
@@ -135,6 +136,7 @@ async def run_codex_session(
     served: list[Served],
     block: int,
     out: Path,
+    manual: str = "",
 ) -> LearnerUsage:
     """Learn version ``block + 1`` into ``out`` with ``codex exec`` in the sandbox.
 
@@ -161,10 +163,11 @@ async def run_codex_session(
     config = sandbox.SandboxConfig(
         scratch=str(scratch), binds=(session.install.root,), limits=limits
     )
-    text = await anyio.to_thread.run_sync(evidence_text, served, block)  # it fits rules
+    text = await anyio.to_thread.run_sync(evidence_text, served, block, manual)  # it fits rules
     async with sandbox.open_sandbox(session.backend, config) as box:
         await box.write_file("evidence.md", text.encode() + b"\n")
         await box.write_file("evidence.json", msgspec.json.encode(served))
+        await box.write_file("manual.md", manual.encode())
         await box.write_file("worldmodel.py", await anyio.Path(_worldmodel.__file__).read_bytes())
         await box.write_file("rules.py", await anyio.Path(_rules.__file__).read_bytes())
         await box.write_file("standins.py", await anyio.Path(_standins.__file__).read_bytes())

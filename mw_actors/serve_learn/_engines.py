@@ -34,6 +34,7 @@ class JudgeLink(msgspec.Struct, frozen=True):
 class Engine(Protocol):
     name: str
     system_prompt: str
+    manual: str  # the documents the host may read: what a learner may read of the policy
     bundle: Any  # the package's bundle of a real scenario; None for the synthetic one
 
     def connected(

@@ -108,7 +108,7 @@ class LearnerUsage(msgspec.Struct, frozen=True):
 FACT_CHARS = 600  # of one case's facts in the learner's table
 
 
-def evidence_text(served: list[Served], block: int) -> str:
+def evidence_text(served: list[Served], block: int, manual: str = "") -> str:
     """What the learner is shown of block ``block``: its cases' facts, the rules, the records.
 
     A record is what ServeLearnBench gives a learning method: the instruction, every
@@ -144,7 +144,7 @@ def evidence_text(served: list[Served], block: int) -> str:
         )
         shown = shown[:FACT_CHARS].replace("|", "/")
         lines.append(f"| {item.timestamp} | `{case.signature}` | {case.reward * 100:g} | {shown} |")
-    card = fit(served, now=block).card(block + 1) if served else ""
+    card = fit(served, now=block, manual=manual).card(block + 1) if served else ""
     lines += [
         "",
         "## The rules fitted on every block so far (the card fit_adapter writes)",
@@ -157,14 +157,19 @@ def evidence_text(served: list[Served], block: int) -> str:
 
 
 def _execute(
-    name: str, arguments: dict[str, Any], served: list[Served], block: int, out: Path
+    name: str,
+    arguments: dict[str, Any],
+    served: list[Served],
+    block: int,
+    out: Path,
+    manual: str = "",
 ) -> str:
     from ._worldmodel import fit
 
     out.mkdir(parents=True, exist_ok=True)
     card = out / "card.md"
     if name == "fit_adapter":
-        fit(served, now=block).save(out, block + 1)
+        fit(served, now=block, manual=manual).save(out, block + 1)
         return f"adapter trained on {len(served)} episodes; card rewritten"
     if name == "read_card":
         return card.read_text() if card.exists() else "(no card yet)"
@@ -188,9 +193,10 @@ class _Session(Agent):
     """The learner's tools on the new version's directory, and its words."""
 
     def __init__(
-        self, endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path
+        self, endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path, manual: str
     ) -> None:
         self.endpoint, self.served, self.block, self.out = endpoint, served, block, out
+        self.manual = manual
         self.cost = Decimal(0)
 
     async def turn(self, turn: Turn) -> Answer:
@@ -213,26 +219,26 @@ class _Session(Agent):
         if isinstance(arguments, str):
             return Answer(results=[(call.id, f"not executed: {arguments}")])
         result = await anyio.to_thread.run_sync(  # fitting is CPU work: off the event loop
-            _execute, call.name, arguments, self.served, self.block, self.out
+            _execute, call.name, arguments, self.served, self.block, self.out, self.manual
         )
         return Answer(results=[(call.id, result)])
 
 
 async def run_learner_session(
-    endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path
+    endpoint: LearnerEndpoint, served: list[Served], block: int, out: Path, manual: str = ""
 ) -> LearnerUsage:
     """Learn version ``block + 1`` into ``out``; return the session's usage.
 
     Raises:
         ProviderRefused: the learner meter or the provider refused a turn.
     """
-    evidence = await anyio.to_thread.run_sync(evidence_text, served, block)  # it fits rules
+    evidence = await anyio.to_thread.run_sync(evidence_text, served, block, manual)  # it fits
     history: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": evidence}]
     async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=600.0) as client:
         tally = await run_turns(
             client,
             Responses(),
-            session := _Session(endpoint, served, block, out),
+            session := _Session(endpoint, served, block, out, manual),
             label=f"learner of block {block}",
             model=endpoint.model,
             history=history,

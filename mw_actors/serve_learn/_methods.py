@@ -61,7 +61,8 @@ your query). What it has learned so far is summarised below."""
 
 
 # A learner session: (served, block, out) -> its usage, through the campaign's learner meter.
-Session = Callable[[list[Served], int, Path], Awaitable["LearnerUsage"]]
+# (served, block, out, manual) -> the session's usage
+Session = Callable[[list[Served], int, Path, str], Awaitable["LearnerUsage"]]
 
 
 class Lesson(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +73,7 @@ class Lesson(msgspec.Struct, frozen=True, kw_only=True):
     previous: Path  # version ``block``'s directory
     out: Path  # the new version's directory (empty)
     session: Session | None = None  # the campaign's learner session, where it has a meter
+    manual: str = ""  # the documents the host may read (the scenario's policy and workflow)
 
 
 class Method:
@@ -147,7 +149,8 @@ class MwmLocal(Method):
         from ._worldmodel import fit
 
         def fit_and_save() -> None:
-            fit(lesson.served, now=lesson.block).save(lesson.out, lesson.block + 1)
+            model = fit(lesson.served, now=lesson.block, manual=lesson.manual)
+            model.save(lesson.out, lesson.block + 1)
 
         await anyio.to_thread.run_sync(fit_and_save)
         return None
@@ -165,7 +168,7 @@ class Mwm(MwmLocal):
     async def learn(self, lesson: Lesson) -> LearnerUsage | None:
         if lesson.session is None:
             raise ConfigError("the mwm learner has no learner meter to reach its model")
-        return await lesson.session(lesson.served, lesson.block, lesson.out)
+        return await lesson.session(lesson.served, lesson.block, lesson.out, lesson.manual)
 
 
 class Blind(Method):

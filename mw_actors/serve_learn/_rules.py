@@ -42,6 +42,7 @@ from typing import Any
 __all__ = [
     "Node",
     "Row",
+    "anchors_of",
     "facts_of",
     "grow",
     "grow_each",
@@ -57,6 +58,7 @@ Value = float | str
 _ID = re.compile(r"#?\b[A-Za-z]{1,6}-?\d{2,}\b|#[A-Za-z]?\d{4,}\b")
 _FIGURE = re.compile(r"(?<![\w#.-])\$?(\d+(?:,\d{3})*(?:\.\d+)?)(?![\w-])")
 _WORD = re.compile(r"[a-z]+")
+_ENUMERATION = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)  # "1) A single request."
 TEXT_CHARS = 40  # a string longer than this is free text, not a category
 SPLIT_DECAY = 0.8  # per block, for choosing splits
 LEAF_DECAY = 0.85  # per block before a rule's latest evidence, for its estimate
@@ -300,7 +302,7 @@ def _gini(weights: Sequence[float]) -> float:
 
 
 def _split(
-    rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY
+    rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY, anchors: Sequence[float] = ()
 ) -> tuple[str, str, Value] | None:
     """The test on one fact that best separates the outcomes that scored.
 
@@ -370,7 +372,7 @@ def _split(
                 continue
             gain = base - _gini(left) - _gini([t - w for t, w in zip(total, left, strict=True)])
             if gain > top + 1e-12:
-                top, at = gain, (value + following) / 2
+                top, at = gain, _threshold(value, following, anchors)
         if top > 0.0:
             consider(top, key, "<=", at)
         return top
@@ -409,6 +411,24 @@ def _split(
                 found.append((both, label, weight))
         sweep(name, found)
     return None if best is None else best[1:]
+
+
+def anchors_of(manual: str) -> tuple[float, ...]:
+    """The figures a case's manual prints (``$8,000.00``, ``30 days``), a list's numbering aside.
+
+    Where the served cases leave a threshold anywhere in a gap (no case between 26
+    and 233 days), the manual's figure in that gap is the likeliest place for it: a
+    written value that the evidence does not contradict.
+    """
+    text = _ENUMERATION.sub(" ", manual)
+    return tuple(sorted({float(f.replace(",", "")) for f in _FIGURE.findall(text)}))
+
+
+def _threshold(below: float, above: float, anchors: Sequence[float]) -> float:
+    """The threshold between neighbouring values: a printed figure in the gap, else the middle."""
+    middle = (below + above) / 2
+    inside = [a for a in anchors if below <= a < above]
+    return min(inside, key=lambda a: (abs(a - middle), a)) if inside else middle
 
 
 def _evidence(node: Node, rows: Sequence[Row], now: int, decay: float) -> None:
@@ -471,7 +491,12 @@ def _grow(
 
 
 def grow_each(
-    rows: Sequence[Row], now: int, outcomes: Sequence[str], *, gate: float = CHI2_MIN
+    rows: Sequence[Row],
+    now: int,
+    outcomes: Sequence[str],
+    *,
+    gate: float = CHI2_MIN,
+    anchors: Sequence[float] = (),
 ) -> dict[str, Node]:
     """One rule tree per outcome, which says when it scores.
 
@@ -488,7 +513,7 @@ def grow_each(
         yes = sum(r.outcome == "yes" for r in labelled)
         prior = (yes + 0.5) / (len(labelled) + 1)
         root = Node()
-        _grow_one(root, labelled, now, outcome, prior, 0, gate)
+        _grow_one(root, labelled, now, outcome, prior, 0, gate, anchors)
         trees[outcome] = root
     return trees
 
@@ -505,7 +530,9 @@ def rank(trees: dict[str, Node], facts: dict[str, Value]) -> str | None:
     return min(estimate, key=lambda o: (-estimate[o], o))
 
 
-def regime(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> tuple[int, dict[str, Node]]:
+def regime(
+    rows: Sequence[Row], now: int, outcomes: Sequence[str], anchors: Sequence[float] = ()
+) -> tuple[int, dict[str, Node]]:
     """Where the policy changed, and the rules fitted on the evidence since then.
 
     Rules fitted from each candidate start (every block, or only the last 8, 4 or
@@ -517,10 +544,10 @@ def regime(rows: Sequence[Row], now: int, outcomes: Sequence[str]) -> tuple[int,
     """
     recent = [r for r in rows if r.block >= now - 1]
     if now < 3 or not recent:
-        return 0, grow_each(rows, now, outcomes)
+        return 0, grow_each(rows, now, outcomes, anchors=anchors)
     best, start, chosen = -1, 0, {}
     for since in sorted({0, *(max(0, now - h + 1) for h in HORIZONS)}):
-        trees = grow_each([r for r in rows if r.block >= since], now, outcomes)
+        trees = grow_each([r for r in rows if r.block >= since], now, outcomes, anchors=anchors)
         right = sum((rank(trees, r.facts) == r.outcome) == r.scored for r in recent)
         if right > best + (MARGIN if best >= 0 else 0):
             best, start, chosen = right, since, trees
@@ -535,6 +562,7 @@ def _grow_one(
     prior: float,
     depth: int,
     gate: float = CHI2_MIN,
+    anchors: Sequence[float] = (),
 ) -> None:
     latest = max((row.block for row in rows), default=now)
     won = lost = 0.0
@@ -551,7 +579,7 @@ def _grow_one(
     node.estimate = {outcome: (won + SMOOTHING * prior) / (won + lost + SMOOTHING)}
     if depth >= MAX_DEPTH:
         return
-    found = _split(rows, now)
+    found = _split(rows, now, anchors=anchors)
     if found is None:
         return
     yes, no = _divide(node, rows, found)
@@ -559,8 +587,8 @@ def _grow_one(
         node.fact, node.op, node.value = None, "", ""
         return
     node.yes, node.no = Node(), Node()
-    _grow_one(node.yes, yes, now, outcome, node.estimate[outcome], depth + 1, gate)
-    _grow_one(node.no, no, now, outcome, node.estimate[outcome], depth + 1, gate)
+    for child, side in ((node.yes, yes), (node.no, no)):
+        _grow_one(child, side, now, outcome, node.estimate[outcome], depth + 1, gate, anchors)
 
 
 def _chi2(yes: Sequence[Row], no: Sequence[Row], now: int) -> float:

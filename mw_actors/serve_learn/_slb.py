@@ -39,7 +39,7 @@ from mw_errors import ConfigError, ProviderRefused
 
 from ._scenario import Task
 
-__all__ = ["EPISODE_ATTEMPTS", "Played", "SlbScenario", "slb_available", "slb_missing"]
+__all__ = ["EPISODE_ATTEMPTS", "Played", "SlbScenario", "manual_of", "slb_available", "slb_missing"]
 
 EPISODE_ATTEMPTS = 4  # as the benchmark's runner: an episode failed by infrastructure is rerun
 
@@ -150,6 +150,11 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
+def manual_of(bundle: Any) -> str:
+    """What ``read_docs`` serves the host of a scenario: its policy and its workflow guide."""
+    return "\n\n".join(bundle.get(doc) or "" for doc in ("policy_md", "workflow_md"))
+
+
 class SlbScenario:
     """A scenario's bundle from the package, with every task stamped as its runner does."""
 
@@ -166,6 +171,7 @@ class SlbScenario:
         self.name = name
         self.domain: str = self.bundle["meta"]["domain"]
         self.system_prompt: str = self.bundle["meta"]["system_prompt"]
+        self.manual: str = manual_of(self.bundle)
         self.serving = list(self.bundle["serving"])
         protocol.stamp_serving(self.serving)
         self._tasks: dict[str, Any] = {task.task_id: task for task in self.serving}

@@ -74,9 +74,8 @@ class SyntheticScenario:
         self.name = name
         self.tools: list[dict[str, Any]] = json.loads((env / "tools.json").read_text())
         self.world: dict[str, Any] = json.loads((env / "world.json").read_text())["cases"]
-        self.system_prompt = (
-            (env / "system_prompt.txt").read_text() + "\n" + (env / "policy.md").read_text()
-        )
+        self.manual = (env / "policy.md").read_text()
+        self.system_prompt = (env / "system_prompt.txt").read_text() + "\n" + self.manual
         self._evaluators = read_evaluators(dataset, name)  # the verifier's, only
         self._client: httpx.AsyncClient | None = None
         self._model = ""

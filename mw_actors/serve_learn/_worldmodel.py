@@ -52,7 +52,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -779,8 +779,13 @@ def _vocabulary(docs: list[set[str]]) -> list[str]:
     return sorted(kept[:MAX_VOCABULARY])
 
 
-def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
-    """Fit the model on every served episode up to block ``now`` (inclusive)."""
+def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "") -> WorldModel:
+    """Fit the model on every served episode up to block ``now`` (inclusive).
+
+    ``manual``: the documents the host may read; a threshold the evidence leaves
+    anywhere in a gap goes to a figure the manual prints there (:func:`rules.anchors_of`).
+    """
+    anchors = rules.anchors_of(manual)
     cases = [c for c in (case_of(s) for s in served) if c is not None]
     if not cases:
         return WorldModel([], [], {}, [], [], now=now)
@@ -791,7 +796,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         for c in cases
     ]
     single = [r for r, c in zip(rows, cases, strict=True) if not (c.itemized or c.chose)]
-    since, trees = rules.regime(_evidence(rows, 0), now, signatures)
+    since, trees = rules.regime(_evidence(rows, 0), now, signatures, anchors)
     evidence = [
         sum(decay ** (now - c.block) for c in cases if c.signature == s) for s in signatures
     ]
@@ -802,17 +807,18 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5) -> WorldModel:
         evidence,
         cases,
         now=now,
-        items=_fit_items(rows, cases, since, now),
-        choices=_fit_choices(rows, cases, since, now),
+        items=_fit_items(rows, cases, since, now, anchors),
+        choices=_fit_choices(rows, cases, since, now, anchors),
         since=since,
         scopes=rules.scopes(single),
     )
-    model.as_cases = _as_cases(model, rows, cases, since)
+    model.as_cases = _as_cases(model, rows, cases, since, anchors)
     items = _items_as_cases(model, rows, cases)
     if items:  # the single cases' rules learn from the items of the cases that scored too
-        model.trees = rules.grow_each(_evidence([*rows, *items], since), now, signatures)
+        taught = _evidence([*rows, *items], since)
+        model.trees = rules.grow_each(taught, now, signatures, anchors=anchors)
         model.scopes = rules.scopes([*single, *items])
-        model.as_cases = _as_cases(model, rows, cases, since)
+        model.as_cases = _as_cases(model, rows, cases, since, anchors)
     return model
 
 
@@ -915,7 +921,11 @@ def _evidence(rows: list[rules.Row], since: int) -> list[rules.Row]:
 
 
 def _as_cases(
-    model: WorldModel, rows: list[rules.Row], cases: list[Case], since: int
+    model: WorldModel,
+    rows: list[rules.Row],
+    cases: list[Case],
+    since: int,
+    anchors: Sequence[float] = (),
 ) -> standins.ItemsAsCases:
     """What single cases decide of the items (:mod:`._standins`).
 
@@ -981,9 +991,9 @@ def _as_cases(
         judged = []
         for parity in (0, 1):
             other = [(r, c) for r, c in zip(rows, cases, strict=True) if c.block % 2 != parity]
-            trees = _fit_items([r for r, _ in other], [c for _, c in other], since, model.now).get(
-                family, {}
-            )
+            trees = _fit_items(
+                [r for r, _ in other], [c for _, c in other], since, model.now, anchors
+            ).get(family, {})
             judged += [
                 (rules.rank(trees, {**facts, **own}), d)
                 for facts, own, d, block in pairs
@@ -1003,7 +1013,7 @@ def _taken(case: Case) -> str:
 
 
 def _fit_choices(
-    rows: list[rules.Row], cases: list[Case], since: int, now: int
+    rows: list[rules.Row], cases: list[Case], since: int, now: int, anchors: Sequence[float] = ()
 ) -> dict[str, rules.Node]:
     """When an item of an ordered choice is the one chosen, from the cases that scored.
 
@@ -1022,13 +1032,15 @@ def _fit_choices(
             facts = {**row.facts, **shown[ordinal]}
             by.setdefault(case.chose, []).append(rules.Row(facts, label, True, case.block))
     return {
-        family: rules.grow_each(items, now, [CHOSEN, PASSED], gate=ITEM_GATE)[CHOSEN]
+        family: rules.grow_each(items, now, [CHOSEN, PASSED], gate=ITEM_GATE, anchors=anchors)[
+            CHOSEN
+        ]
         for family, items in by.items()
     }
 
 
 def _fit_items(
-    rows: list[rules.Row], cases: list[Case], since: int, now: int
+    rows: list[rules.Row], cases: list[Case], since: int, now: int, anchors: Sequence[float] = ()
 ) -> dict[str, dict[str, rules.Node]]:
     """The rules of outcomes decided item by item, learned from the items of cases that scored.
 
@@ -1048,6 +1060,8 @@ def _fit_items(
                     rules.Row(facts, decision, True, case.block)
                 )
     return {
-        family: rules.grow_each(items, now, sorted({r.outcome for r in items}), gate=ITEM_GATE)
+        family: rules.grow_each(
+            items, now, sorted({r.outcome for r in items}), gate=ITEM_GATE, anchors=anchors
+        )
         for family, items in by.items()
     }

@@ -4,6 +4,8 @@
   campaign journals (:class:`Served`, :func:`parse_record`, :func:`case_of`);
 - the probe's deterministic player (:func:`play_test`, with the look-ups served
   episodes used first: :class:`Lookups`, :func:`required_parameters`);
+- the manual a scenario's host may read (:func:`manual_of`), which ``fit`` reads
+  for the figures it prints;
 - the simple baselines a learner is judged against, on the same records: the
   majority action, the nearest past success (RAG's idea) and a plain decision tree.
 
@@ -19,6 +21,7 @@ from ._probe import (
     play_test,
     required_parameters,
 )
+from ._slb import manual_of
 from ._worldmodel import SCORED, Case, Served, WorldModel, case_of, fit, parse_record
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "decision_tree_ranker",
     "fit",
     "majority_ranker",
+    "manual_of",
     "nearest_success_ranker",
     "parse_record",
     "play_test",

@@ -81,6 +81,7 @@ def test_a_campaign_learns_with_codex_in_the_sandbox(tmp_path: Path) -> None:
         ]
         assert any("./fit_adapter" in c for c in commands), commands
         assert "Score: " in (session / "evidence.md").read_text()  # the block's records
+        assert "# Manual" in (session / "manual.md").read_text()  # the policy fit_adapter reads
         if os.geteuid() == 0:
             assert (session / "card.md").stat().st_uid == 65534
     card = (run / "codex" / "checkout" / "card.md").read_text()

@@ -30,6 +30,7 @@ from mw_actors.serve_learn import (
 from mw_actors.serve_learn._learner import (
     LearnerEndpoint,
     LearnerUsage,
+    _execute,
     evidence_text,
     run_learner_session,
 )
@@ -133,3 +134,23 @@ async def test_a_session_stops_at_its_turn_and_output_token_budgets(tmp_path: Pa
     assert not usage.finished and usage.turns < MAX_TURNS
     assert usage.output_tokens <= MAX_OUTPUT_TOKENS  # each turn asked for what was left
     assert (tmp_path / "card.md").read_text().startswith("# World model v1")  # a version still
+
+
+async def test_both_learners_fit_with_the_manual_the_host_may_read(tmp_path: Path) -> None:
+    """mwm-local's fit and the mwm session's fit_adapter both read the manual's figures: a
+    threshold the evidence leaves in a gap goes where the manual prints it."""
+    from mw_actors.serve_learn._methods import Lesson, MwmLocal
+    from mw_actors.serve_learn._worldmodel import WorldModel
+    from tests.serve_learn.test_rules import MANUAL, _aged
+
+    served = _aged([3, 10, 26, 233, 400, 661], newer_than=30)
+    local = tmp_path / "local"
+    lesson = Lesson(served=served, block=3, previous=tmp_path, out=local, manual=MANUAL)
+    assert await MwmLocal().learn(lesson) is None
+    session = tmp_path / "session"
+    said = await anyio.to_thread.run_sync(_execute, "fit_adapter", {}, served, 3, session, MANUAL)
+    assert said.startswith("adapter trained on 48 episodes")
+    for out in (local, session):
+        assert "payee_added_days_ago <= 30:" in WorldModel.load(out).card(4)
+    assert "<= 30:" in evidence_text(served, 3, MANUAL)  # the rules the session is shown
+    assert "<= 129.5:" in evidence_text(served, 3)

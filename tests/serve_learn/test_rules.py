@@ -548,3 +548,54 @@ def test_the_legs_of_scored_choices_teach_the_single_cases_rules() -> None:
         single = "Decide case CASE-9999.\n" + json.dumps({"case_id": "CASE-9999", "amount": amount})
         assert (model.estimate(single)[approve] >= 0.5) == approved, (amount, model.card(12))
     assert f"- `{approve}` when case.amount <= 500:" in model.card(12)
+
+
+MANUAL = """## transfers
+1) A transfer to a payee added within the last 30 days is escalated (reason new_payee).
+2) Transfers above the reporting threshold of $8,000.00 are escalated too.
+"""
+
+
+def test_the_figures_a_manual_prints_are_read_but_not_its_numbering() -> None:
+    assert rules.anchors_of(MANUAL) == (30.0, 8000.0)
+    assert rules.anchors_of("") == ()
+
+
+def _aged(ages: list[int], newer_than: int, blocks: int = 4) -> list[Served]:
+    """Review a payee added fewer than ``newer_than`` days ago, else approve; served right."""
+    served = []
+    for n in range(blocks * 12):
+        age = ages[n % len(ages)]
+        case = {"case_id": f"CASE-{1000 + n}"}
+        looked = ("get_case", case, {**case, "payee_added_days_ago": age, "amount": 100.0})
+        new = age < newer_than
+        acted = ("escalate", {**case, "reason": "new_payee"}) if new else ("approve", case)
+        served.append(_episode(n, n // 12, f"Decide case CASE-{1000 + n}.", looked, acted, 1.0))
+    return served
+
+
+def _payee(age: int) -> str:
+    observation = {"case_id": "CASE-9999", "payee_added_days_ago": age, "amount": 100.0}
+    return f"Decide case CASE-9999.\n{json.dumps(observation)}"
+
+
+def test_a_threshold_the_evidence_leaves_in_a_gap_goes_to_the_figure_the_manual_prints() -> None:
+    """No payee between 26 and 233 days old was served: the middle, 129.5, would call a payee
+    of 47 days new; the manual's 30, inside the gap, is where the rule was written."""
+    served = _aged([3, 10, 26, 233, 400, 661], newer_than=30)
+    guessed = fit(served, now=3)
+    assert guessed.ranked(_payee(47))[0] == "escalate(reason=new_payee)"  # the gap's middle
+    assert "payee_added_days_ago <= 129.5:" in guessed.card(4), guessed.card(4)
+    read = fit(served, now=3, manual=MANUAL)
+    assert read.ranked(_payee(47))[0] == "approve()"
+    assert read.ranked(_payee(26))[0] == "escalate(reason=new_payee)"
+    assert "payee_added_days_ago <= 30:" in read.card(4), read.card(4)
+
+
+def test_a_printed_figure_the_evidence_contradicts_moves_no_threshold() -> None:
+    """The manual says 30 days; the served cases show payees of 40 and 60 days reviewed: the
+    figure is stale, outside the gap (60, 90), and the evidence's own middle stands."""
+    served = _aged([5, 40, 60, 90, 200, 500], newer_than=75)
+    model = fit(served, now=3, manual=MANUAL)
+    assert "payee_added_days_ago <= 75:" in model.card(4), model.card(4)
+    assert model.ranked(_payee(60))[0] == "escalate(reason=new_payee)"

@@ -275,10 +275,12 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
         return respond(self, turn)
 
     learned: list[tuple[int, list[Served]]] = []
+    manuals: set[str] = set()
     learn = learner.learn
 
     async def watching(self: Any, lesson: Lesson) -> Any:
         learned.append((lesson.block, list(lesson.served)))
+        manuals.add(lesson.manual)
         return await learn(self, lesson)
 
     monkeypatch.setattr(_synthetic_host.SyntheticHost, "respond", recording)
@@ -290,6 +292,11 @@ async def test_mwm_on_a_real_scenario_learns_from_records_and_its_cards_reach_th
     serving = {r["task_id"]: r for r in rows if r["phase"] == "serving"}
     # The learner gets each served episode's record, the package's text, and nothing else.
     assert [b for b, _ in learned] == [0, 1, 2, 3]
+    # And the documents the host may read (read_docs: the policy, the workflow guide).
+    from servelearnbench import scenarios
+
+    bundle = scenarios.get_bundle("banking_l1", fresh=True)
+    assert manuals == {f"{bundle['policy_md']}\n\n{bundle['workflow_md']}"}
     assert set(msgspec.structs.asdict(learned[0][1][0])) == {
         "block", "task_id", "timestamp", "instruction", "reward", "record"}  # fmt: skip
     for block, served in learned:
