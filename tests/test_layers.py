@@ -198,3 +198,24 @@ def test_the_circle_finder_finds_circles(graph: dict[str, set[str]], circle: boo
 def test_a_launched_module_counts_as_an_import() -> None:
     source = 'argv = (sys.executable, "-m", "bin.wsm_grader")'
     assert LAUNCHED.findall(source) == ["bin.wsm_grader"]
+
+
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_neither_engine_imports_the_other() -> None:
+    """The benchmark's engine and mw's synthetic one meet only in the neutral ``_play``."""
+    graph = _graph()
+    real, synthetic = "mw_actors.serve_learn._slb", "mw_actors.serve_learn._synthetic_play"
+    own_loop = {synthetic, "mw_actors.serve_learn._acting", "mw_actors.serve_learn._synthetic"}
+    assert not _reached(graph, real) & own_loop, _reached(graph, real) & own_loop
+    assert real not in _reached(graph, synthetic)
+    assert "mw_actors.serve_learn._play" in _reached(graph, real) & _reached(graph, synthetic)

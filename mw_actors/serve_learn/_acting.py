@@ -29,38 +29,18 @@ import meters
 
 from .._turns import Agent, Answer, Call, ChatCompletions, Turn, object_arguments, run_turns
 from . import _protocol as P
+from ._play import WM_TOOL, Budget
 from ._protocol import MAX_TOKENS, score_line
 from ._scenario import Task
 
 __all__ = [
     "MAX_TOKENS",
-    "WM_TOOL",
-    "Budget",
     "Environment",
     "Episode",
     "acting_client",
     "run_episode",
     "score_line",
 ]
-
-WM_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "wm",
-        "description": "Ask the world model learned from past serving what it knows.",
-        "parameters": {
-            "type": "object",
-            "properties": {"query": {"type": "string"}},
-            "required": ["query"],
-        },
-    },
-}
-
-
-class Budget(msgspec.Struct, frozen=True):
-    tool_calls: int = P.ENGINE_TOOL_BUDGET  # finish is exempt
-    turns: int = P.MAX_STEPS
-    output_tokens: int = P.MAX_OUTPUT_PER_TASK
 
 
 class Episode(msgspec.Struct, frozen=True, kw_only=True):

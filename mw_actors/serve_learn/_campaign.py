@@ -36,9 +36,9 @@ from .._core import ChildSpec, SupervisorSpec, get_logger
 from .._lock import campaign_lock
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import checked, prepare_run, probe_endpoints, read_journaled
-from ._engines import JudgeLink
 from ._methods import learner_of
 from ._outputs import stamp_run_log, write_outputs
+from ._play import JudgeLink
 from ._scenario import Scenario
 from ._schedule import Plan
 from ._services import start_learner, start_upstream

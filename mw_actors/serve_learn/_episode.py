@@ -19,8 +19,8 @@ from mw_errors import ProviderRefused
 
 from .._core import Journal, get_logger
 from ._acting import score_line
+from ._play import Played
 from ._scenario import Task
-from ._slb import Played
 from ._state import Shared
 from .records import (
     EpisodeEnded,

@@ -24,10 +24,10 @@ from .._campaign_tree import CampaignTree, open_campaign_tree
 from .._core import read_journal
 from .._lock import campaign_lock
 from ._checks import check_model, prepare_scenario, probe_endpoints
-from ._engines import JudgeLink
 from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
+from ._play import JudgeLink
 from ._services import start_upstream
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore

@@ -19,8 +19,8 @@ from .._metering import ledger_lines
 from ..provider import (
     LOCAL_PRICES,
 )
-from ._acting import Budget
 from ._methods import Method, make_method
+from ._play import Budget
 from ._protocol import episode_record
 from ._scenario import Task, read_scenario
 from ._schedule import Plan

@@ -33,13 +33,13 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import httpx
-import msgspec
 
 from mw_errors import ConfigError, ProviderRefused
 
+from ._play import WM_TOOL, Played
 from ._scenario import Task
 
-__all__ = ["EPISODE_ATTEMPTS", "Played", "SlbScenario", "manual_of", "slb_available", "slb_missing"]
+__all__ = ["EPISODE_ATTEMPTS", "SlbScenario", "manual_of", "slb_available", "slb_missing"]
 
 EPISODE_ATTEMPTS = 4  # as the benchmark's runner: an episode failed by infrastructure is rerun
 
@@ -71,19 +71,6 @@ def slb_missing(scenario: str, what: str = "scenario") -> ConfigError:
         hint=f"install it into a Python >= 3.12 environment (pip install {SLB_INSTALL}) "
         "and run mw from there; offline, use synthetic_l1",
     )
-
-
-class Played(msgspec.Struct, frozen=True, kw_only=True):
-    """One episode as the benchmark's runner records it (its row's fields)."""
-
-    status: str  # finished | budget_exhausted | no_finish | budget_blocked | failed
-    reward: float
-    trace: list[dict[str, Any]]
-    tokens: dict[str, int]  # the agent's usage: input, cache_input, output, reasoning, calls
-    judge_tokens: dict[str, int] = {}
-    answer_detail: Any = None
-    provider_seconds: float = 0.0
-    extra: dict[str, Any] = {}  # the method's row_extra
 
 
 class _Stopped(Exception):
@@ -279,8 +266,6 @@ class SlbScenario:
         Raises:
             ProviderRefused: every attempt failed for infrastructure reasons.
         """
-        from ._acting import WM_TOOL
-
         stop = threading.Event()
         wm_tool = WM_TOOL if wm is not None else None
         try:

@@ -14,8 +14,9 @@ import anyio
 import anyio.abc
 
 from .._core import ActorRef, Journal, read_journal
-from ._engines import Engine, make_engine
+from ._engines import make_engine
 from ._methods import Method, Session, make_method
+from ._play import Engine
 from ._protocol import episode_record
 from ._scenario import Scenario, Task
 from ._schedule import Plan

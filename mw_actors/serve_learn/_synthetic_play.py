@@ -20,8 +20,8 @@ from mw_errors import ProviderRefused
 
 from .._core import get_logger
 from ._acting import MAX_TOKENS, acting_client, run_episode
+from ._play import Played
 from ._scenario import Task, read_evaluators
-from ._slb import Played
 from ._synthetic import SyntheticCase, verify
 
 __all__ = ["SyntheticEnvironment", "SyntheticScenario"]

@@ -27,7 +27,8 @@ from mw_actors.provider import (
 )
 from mw_actors.serve_learn import _protocol as P
 from mw_actors.serve_learn import read_evaluators, read_scenario
-from mw_actors.serve_learn._acting import Budget, run_episode, score_line
+from mw_actors.serve_learn._acting import run_episode, score_line
+from mw_actors.serve_learn._play import Budget
 from mw_actors.serve_learn._synthetic import MANUAL, hidden_policy
 from mw_actors.serve_learn._synthetic_play import SyntheticEnvironment
 
