@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from mw_errors import ConfigError
 
@@ -616,16 +616,18 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mw", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log runtime events")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+# A parser's subcommands, where each command adds its own parser.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
+
+def _add_demo(commands: Commands) -> None:
     demo = commands.add_parser("demo", help="run the offline demo end to end")
     _runs_option(demo)
     demo.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     demo.set_defaults(func=_demo)
 
+
+def _add_sandbox(commands: Commands) -> None:
     box = commands.add_parser("sandbox", help="the isolation for untrusted programs")
     box_commands = box.add_subparsers(dest="sandbox_command", required=True)
     selftest = box_commands.add_parser("self-test", help="prove the isolation holds here")
@@ -650,6 +652,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("command_argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     run.set_defaults(func=_sandbox_exec)
 
+
+def _add_provider(commands: Commands) -> None:
     provider = commands.add_parser("provider", help="a local OpenAI-compatible provider")
     provider.add_argument("--port", type=int, default=0)
     provider.add_argument(
@@ -680,6 +684,8 @@ def _parser() -> argparse.ArgumentParser:
     provider.add_argument("--latency", help="ttft=SECONDS,tps=TOKENS_PER_S,drip=SECONDS")
     provider.set_defaults(func=_provider)
 
+
+def _add_meter(commands: Commands) -> None:
     meter = commands.add_parser("meter", help="a wire meter in front of a provider")
     meter.add_argument("--role", choices=["host", "learner", "judge"], required=True)
     meter.add_argument("--port", type=int, default=0)
@@ -695,6 +701,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     meter.set_defaults(func=_meter)
 
+
+def _add_serve_learn(commands: Commands) -> None:
     serve = commands.add_parser("serve-learn", help="serve-and-learn campaigns")
     serve_commands = serve.add_subparsers(dest="serve_command", required=True)
     plan = serve_commands.add_parser("plan", help="the schedule: blocks and test versions")
@@ -704,8 +712,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--schedule", choices=["mw", "slb"], default="mw", help="(default mw)")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(func=_named_scenario(_plan))
+    for add in (_add_serve_learn_run, _add_serve_learn_submit, _add_serve_learn_test):
+        add(serve_commands)
 
-    serve_run = serve_commands.add_parser("run", help="run (or --resume) a campaign")
+
+def _add_serve_learn_run(commands: Commands) -> None:
+    serve_run = commands.add_parser("run", help="run (or --resume) a campaign")
     _campaign_options(serve_run, tag="the run's name (default $MW_TAG, else scenario-time)")
     serve_run.add_argument(
         "--resume", action="store_true", help="continue from the journal, with its settings"
@@ -722,16 +734,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve_run.set_defaults(func=_named_scenario(_serve_learn_run))
 
-    submit = serve_commands.add_parser("submit", help="hand a campaign to the running daemon")
+
+def _add_serve_learn_submit(commands: Commands) -> None:
+    submit = commands.add_parser("submit", help="hand a campaign to the running daemon")
     _campaign_options(submit, tag="the run's name (default $MW_TAG)")
     submit.set_defaults(func=_named_scenario(_serve_learn_submit))
 
-    manual = serve_commands.add_parser(
+
+def _add_serve_learn_test(commands: Commands) -> None:
+    manual = commands.add_parser(
         "test", help="manual test mode: test the windows whose checkpoint exists now"
     )
     _campaign_options(manual, tag="the campaign to test (default $MW_TAG)", manual=True)
     manual.set_defaults(func=_named_scenario(_serve_learn_test))
 
+
+def _add_daemon(commands: Commands) -> None:
     daemon = commands.add_parser("daemon", help="run campaigns in the background")
     daemon_commands = daemon.add_subparsers(dest="daemon_command", required=True)
     for name, func, text in (
@@ -748,6 +766,8 @@ def _parser() -> argparse.ArgumentParser:
                 "--timeout", type=float, default=60, help="seconds to wait for it to listen"
             )
 
+
+def _add_grid(commands: Commands) -> None:
     grid = commands.add_parser("grid", help="campaign grids: scenarios x methods x models")
     grid_commands = grid.add_subparsers(dest="grid_command", required=True)
     grid_run = grid_commands.add_parser("run", help="run (or resume) every cell of a grid")
@@ -781,12 +801,16 @@ def _parser() -> argparse.ArgumentParser:
     for form in ("csv", "markdown", "html"):
         report_as.add_argument(f"--{form}", action="store_true", help=f"print it as {form}")
 
+
+def _add_status(commands: Commands) -> None:
     status = commands.add_parser("status", help="where a campaign stands (daemon or not)")
     status.add_argument("tag", nargs="?", help="the campaign's tag (default: every campaign)")
     _runs_option(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=_status)
 
+
+def _add_attach(commands: Commands) -> None:
     attach = commands.add_parser("attach", help="a live view of a campaign (Ctrl-C detaches)")
     attach.add_argument("tag", nargs="?", help="the campaign (default: the newest)")
     _runs_option(attach)
@@ -794,6 +818,8 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--until-done", action="store_true", help="exit when it ends")
     attach.set_defaults(func=_attach)
 
+
+def _add_report(commands: Commands) -> None:
     report = commands.add_parser("report", help="a serve-and-learn run's figures and cards")
     report.add_argument("run", type=absolute_path, help="the run directory ($MW_RUNS/TAG)")
     report_form = report.add_mutually_exclusive_group()
@@ -806,6 +832,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=_report)
 
+
+def _add_probe(commands: Commands) -> None:
     probe = commands.add_parser(
         "probe", help="what a run's method knows, for $0: each window's tests by a player"
     )
@@ -818,6 +846,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     probe.set_defaults(func=_probe)
 
+
+def _add_export(commands: Commands) -> None:
     export = commands.add_parser("export", help="a run in the formats other tools read")
     export_commands = export.add_subparsers(dest="export_command", required=True)
     inspect_log = export_commands.add_parser(
@@ -829,16 +859,43 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect_log.set_defaults(func=_export_inspect)
 
+
+def _add_score(commands: Commands) -> None:
     score = commands.add_parser("score", help="setting scores of results files, as slb score")
     score.add_argument("results", nargs="+", help="results JSONL files")
     score.add_argument("--json", action="store_true", help="print one JSON object")
     score.set_defaults(func=_score)
 
+
+def _add_journal(commands: Commands) -> None:
     journal = commands.add_parser("journal", help="inspect a campaign journal")
     journal_commands = journal.add_subparsers(dest="journal_command", required=True)
     check = journal_commands.add_parser("check", help="verify every line and summarise")
     check.add_argument("path", type=absolute_path, help="a journal, or a run directory")
     check.set_defaults(func=_journal_check)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mw", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log runtime events")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_demo,
+        _add_sandbox,
+        _add_provider,
+        _add_meter,
+        _add_serve_learn,
+        _add_daemon,
+        _add_grid,
+        _add_status,
+        _add_attach,
+        _add_report,
+        _add_probe,
+        _add_export,
+        _add_score,
+        _add_journal,
+    ):
+        add(commands)
     return parser
 
 
