@@ -88,8 +88,8 @@ def wall_clock(runs: Path, tag: str) -> float:
     """From the campaign's start record to its end record, in its journal."""
     entries = read_journal(runs / tag / "journal", CAMPAIGN_RECORDS)
     kinds = [type(e.rec).__name__ for e in entries]
-    start = entries[kinds.index("CampaignStarted")].t
-    return entries[len(kinds) - 1 - kinds[::-1].index("CampaignEnded")].t - start
+    start = entries[kinds.index("ServeLearnStarted")].t
+    return entries[len(kinds) - 1 - kinds[::-1].index("ServeLearnEnded")].t - start
 
 
 async def watched(runs: Path, clients: int, rounds: int) -> tuple[list[float], list[float], float]:

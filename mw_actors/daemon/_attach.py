@@ -27,12 +27,16 @@ from rich.text import Text
 from mw_errors import CampaignStarting, MwError
 
 from .._core import read_journal
-from ..editing.records import CampaignStarted as EditingStarted
+from ..editing.records import EditingStarted
 from ..grid import GridPlace, attach_grid
 from ..serve_learn import window_scores
-from ..serve_learn.records import BlockLearned, EpisodeEnded, WindowTested
-from ..serve_learn.records import CampaignEnded as ServeLearnEnded
-from ..serve_learn.records import CampaignStarted as ServeLearnStarted
+from ..serve_learn.records import (
+    BlockLearned,
+    EpisodeEnded,
+    ServeLearnEnded,
+    ServeLearnStarted,
+    WindowTested,
+)
 from ._client import connect, daemon_running, subscribe
 from ._protocol import Status
 from ._status import CAMPAIGN_RECORDS, campaign_status

@@ -20,18 +20,16 @@ from mw_errors import CampaignStarting, ConfigError
 from .._core import Entry, SupervisionView, read_journal, rebuild
 from .._lock import is_locked
 from .._reserver import BUDGET_RECORDS
-from ..editing.records import EDITING_RECORDS, TrialEnded
-from ..editing.records import CampaignEnded as EditingEnded
-from ..editing.records import CampaignStarted as EditingStarted
+from ..editing.records import EDITING_RECORDS, EditingEnded, EditingStarted, TrialEnded
 from ..serve_learn.records import (
     SERVE_LEARN_RECORDS,
     AllocationRaised,
     BlockLearned,
     EpisodeEnded,
+    ServeLearnEnded,
+    ServeLearnStarted,
     WindowTested,
 )
-from ..serve_learn.records import CampaignEnded as ServeLearnEnded
-from ..serve_learn.records import CampaignStarted as ServeLearnStarted
 
 __all__ = ["CAMPAIGN_RECORDS", "ActorState", "CampaignStatus", "Progress", "campaign_status"]
 

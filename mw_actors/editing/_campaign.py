@@ -81,8 +81,8 @@ from ._preflight import check_runtime, load_checked_policy, preflight, trial_env
 from .records import (
     EDITING_RECORDS,
     ArtifactHashes,
-    CampaignEnded,
-    CampaignStarted,
+    EditingEnded,
+    EditingStarted,
     Receipt,
     TrialEnded,
     TrialExported,
@@ -311,7 +311,7 @@ class TrialScheduler(Actor[Any]):
         config = self.loaded.config
         trials = self.loaded.trials()
         await self.journal.append(
-            CampaignStarted(
+            EditingStarted(
                 name=config.name,
                 labels=list(config.labels),
                 config_sha256=self.loaded.sha256,
@@ -328,7 +328,7 @@ class TrialScheduler(Actor[Any]):
         for trial in trials:
             completed += await self._trial(trial) == "completed"
         self._write_wire_ledger()
-        await self.journal.append(CampaignEnded(completed=completed, trials=len(trials)))
+        await self.journal.append(EditingEnded(completed=completed, trials=len(trials)))
 
     def _write_wire_ledger(self) -> None:
         """``wire_ledger.json``: the host role's spend over every trial's ledger lines."""

@@ -27,8 +27,8 @@ from .._reserver import BUDGET_RECORDS, BudgetReserved, BudgetSettled
 from ._layout import RunLayout
 from .records import (
     EDITING_RECORDS,
-    CampaignEnded,
-    CampaignStarted,
+    EditingEnded,
+    EditingStarted,
     Receipt,
     TrialEnded,
     TrialExported,
@@ -132,7 +132,7 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
 class RunEvidence(msgspec.Struct, frozen=True):
     layout: RunLayout
     entries: list[Entry]
-    started: CampaignStarted
+    started: EditingStarted
 
 
 def read_run(run: Path) -> RunEvidence:
@@ -148,7 +148,7 @@ def read_run(run: Path) -> RunEvidence:
             hint="pass the --output directory of `wsm benchmark run`",
         )
     entries = read_journal(layout.journal, [*BUDGET_RECORDS, *EDITING_RECORDS])
-    started = next((e.rec for e in entries if isinstance(e.rec, CampaignStarted)), None)
+    started = next((e.rec for e in entries if isinstance(e.rec, EditingStarted)), None)
     if started is None:
         raise EvidenceError(f"{run}: the journal never recorded the campaign's start")
     return RunEvidence(layout, entries, started)
@@ -208,7 +208,7 @@ def build_report(run: Path) -> Report:
         trial_id = getattr(record, "trial_id", None)
         if trial_id in by_trial:
             by_trial[trial_id].append(record)
-        elif isinstance(record, CampaignEnded):
+        elif isinstance(record, EditingEnded):
             finished = True
         elif isinstance(record, BudgetReserved):
             reserved_total += Decimal(record.amount)

@@ -20,9 +20,9 @@ __all__ = [
     "EDITING_RECORDS",
     "RECEIPT_SCHEMA_VERSION",
     "ArtifactHashes",
-    "CampaignEnded",
-    "CampaignStarted",
     "Comparison",
+    "EditingEnded",
+    "EditingStarted",
     "Outcome",
     "PolicyIntent",
     "Receipt",
@@ -39,7 +39,7 @@ RECEIPT_SCHEMA_VERSION = 1
 Outcome = Literal["completed", "failed", "budget_blocked", "cancelled", "unknown"]
 
 
-class CampaignStarted(Record, tag="editing.campaign_started", frozen=True):
+class EditingStarted(Record, tag="editing.campaign_started", frozen=True):
     name: str
     labels: list[str]
     config_sha256: str
@@ -129,13 +129,13 @@ class TrialRegraded(Record, tag="editing.trial_regraded", frozen=True):
     matches: bool | None  # None: there was no earlier grade to compare with
 
 
-class CampaignEnded(Record, tag="editing.campaign_ended", frozen=True):
+class EditingEnded(Record, tag="editing.campaign_ended", frozen=True):
     completed: int
     trials: int
 
 
 EDITING_RECORDS: tuple[type[Record], ...] = (
-    CampaignStarted,
+    EditingStarted,
     TrialStarted,
     TrialReserved,
     TrialStep,
@@ -144,7 +144,7 @@ EDITING_RECORDS: tuple[type[Record], ...] = (
     TrialGraded,
     TrialEnded,
     TrialRegraded,
-    CampaignEnded,
+    EditingEnded,
 )
 
 

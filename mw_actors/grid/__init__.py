@@ -7,7 +7,6 @@ The leaderboard and the status are rebuilt from the cells' files alone. See
 docs/design/grid.md.
 """
 
-from ._cells import CellOutcome, read_cell
 from ._editing import (
     EditCell,
     EditGridSpec,
@@ -45,6 +44,7 @@ from ._run import (
     run_grid,
     run_job,
 )
+from ._serve_learn_cells import CellOutcome, read_cell
 from ._spec import Cell, GridSpec, cell_tag
 from ._view import attach_grid, grid_frame, grid_outcomes_now, grid_status_now, render_grid
 from .records import GRID_RECORDS

@@ -55,8 +55,8 @@ from ..editing import (
     preflight,
     run_campaign,
 )
-from ..editing.records import CampaignEnded, CampaignStarted, TrialEnded, TrialGraded
-from ._cells import ENDED, CellState, run_state
+from ..editing.records import EditingEnded, EditingStarted, TrialEnded, TrialGraded
+from ._cell_state import ENDED, CellState, run_state
 from ._spec import CELL_FIELDS, slug, stable_tag
 
 if TYPE_CHECKING:
@@ -358,7 +358,7 @@ def _ended(run: Path) -> bool:
     """Whether the editing run at ``run`` has its end record."""
     if not (run / "journal").is_dir():
         return False
-    return any(isinstance(e.rec, CampaignEnded) for e in read_journal(run / "journal", RECORDS))
+    return any(isinstance(e.rec, EditingEnded) for e in read_journal(run / "journal", RECORDS))
 
 
 # -- reading a cell -------------------------------------------------------------------------
@@ -411,20 +411,20 @@ def edit_cell_lines(cells: Path, cell: EditCell) -> list[meters.LedgerLine]:
 def read_edit_cell(cells: Path, cell: EditCell, tasks: Sequence[str]) -> EditOutcome:
     """``cell`` as its run directory under ``cells`` stands now (its receipts checked)."""
     layout = RunLayout(cells / cell.tag)
-    started: CampaignStarted | None = None
+    started: EditingStarted | None = None
     finished = False
     outcomes: dict[str, str] = {}
     graded: dict[str, TrialGraded] = {}
     if layout.journal.is_dir():
         for entry in read_journal(layout.journal, RECORDS):
             rec = entry.rec
-            if isinstance(rec, CampaignStarted):
+            if isinstance(rec, EditingStarted):
                 started = rec
             elif isinstance(rec, TrialEnded):
                 outcomes[rec.trial_id] = rec.outcome
             elif isinstance(rec, TrialGraded):
                 graded.setdefault(rec.trial_id, rec)
-            elif isinstance(rec, CampaignEnded):
+            elif isinstance(rec, EditingEnded):
                 finished = True
     ended: CellState | None = None
     if finished:

@@ -44,7 +44,7 @@ from mw_errors import ConfigError, MwError
 from .._core import get_logger
 from ..serve_learn import CampaignSpec
 from ._budget import CellBudget
-from ._cells import ENDED
+from ._cell_state import ENDED
 from ._run import CellJob, GridRun, in_grid_order, outcome_of, run_job
 from .records import CellEnded, CellStarted
 

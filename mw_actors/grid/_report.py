@@ -29,8 +29,9 @@ import meters
 
 from .._svg import Bars, Series, bar_chart, line_chart
 from ..serve_learn import OFFICIAL_SCENARIOS
-from ._cells import ENDED, CellOutcome
+from ._cell_state import ENDED
 from ._editing import EditOutcome, edit_leaderboard
+from ._serve_learn_cells import CellOutcome
 
 __all__ = [
     "Leaderboard",

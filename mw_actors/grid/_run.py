@@ -61,7 +61,7 @@ from ..serve_learn import (
     run_campaign,
 )
 from ._budget import CellBudget
-from ._cells import ENDED, CellOutcome, cell_lines, read_cell
+from ._cell_state import ENDED
 from ._editing import (
     EditCell,
     EditGridSpec,
@@ -75,6 +75,7 @@ from ._editing import (
     write_cell_configs,
 )
 from ._grid_file import AnyGrid
+from ._serve_learn_cells import CellOutcome, cell_lines, read_cell
 from ._spec import Cell, GridSpec
 from .records import GRID_RECORDS, CellEnded, CellStarted, GridEnded, GridStarted
 

@@ -46,8 +46,8 @@ from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
 from .records import (
     AllocationRaised,
-    CampaignEnded,
-    CampaignStarted,
+    ServeLearnEnded,
+    ServeLearnStarted,
 )
 
 __all__ = ["run_campaign"]
@@ -114,7 +114,7 @@ async def _run(
                 )
             if journaled.started is None:  # a resume of one that never started starts it now
                 await journal.append(
-                    CampaignStarted(
+                    ServeLearnStarted(
                         tag=spec.tag,
                         scenario=spec.scenario,
                         method=spec.method,
@@ -154,7 +154,7 @@ async def _run(
                     await shared.learner_done.wait()
             await tree.stop_meters()
             state: Any = "budget_blocked" if shared.blocked.is_set() else "completed"
-            await journal.append(CampaignEnded(state=state))
+            await journal.append(ServeLearnEnded(state=state))
             overhead = sorted(shared.overhead) or [0.0]
             finished = {
                 "state": state,

@@ -30,10 +30,10 @@ from ._slb import importable, slb_available, slb_missing
 from ._spec import CAMPAIGN_RECORDS, LOCAL_MODELS, CampaignSpec, RunDir, Submission
 from .records import (
     AllocationRaised,
-    CampaignEnded,
-    CampaignStarted,
     EpisodeEnded,
     EpisodeStarted,
+    ServeLearnEnded,
+    ServeLearnStarted,
 )
 
 __all__ = [
@@ -85,8 +85,8 @@ def check_campaign(spec: CampaignSpec) -> Plan:
 class Journaled:
     """What a run directory's journal says of its campaign, for a resume."""
 
-    started: CampaignStarted | None = None
-    ended: CampaignEnded | None = None
+    started: ServeLearnStarted | None = None
+    ended: ServeLearnEnded | None = None
     episodes: int = 0  # episode records (a campaign's own work, not the runtime's)
     allocation_usd: Decimal | None = None  # the start's, raised by every AllocationRaised
 
@@ -105,17 +105,17 @@ def read_journaled(run_root: Path) -> Journaled:
     journal = run_root / "journal"
     if not journal.is_dir():
         return Journaled()
-    started: CampaignStarted | None = None
-    ended: CampaignEnded | None = None
+    started: ServeLearnStarted | None = None
+    ended: ServeLearnEnded | None = None
     episodes = 0
     allocation: Decimal | None = None
     for entry in read_journal(journal, CAMPAIGN_RECORDS):
         rec = entry.rec
-        if isinstance(rec, CampaignStarted):
+        if isinstance(rec, ServeLearnStarted):
             started, allocation = rec, Decimal(rec.allocation_usd)
         elif isinstance(rec, AllocationRaised):
             allocation = Decimal(rec.allocation_usd)
-        elif isinstance(rec, CampaignEnded):
+        elif isinstance(rec, ServeLearnEnded):
             ended = rec
         elif isinstance(rec, (EpisodeStarted, EpisodeEnded)):
             episodes += 1

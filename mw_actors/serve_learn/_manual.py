@@ -31,7 +31,7 @@ from ._play import JudgeLink
 from ._services import start_upstream
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore
-from .records import CampaignStarted
+from .records import ServeLearnStarted
 
 __all__ = ["ManualReport", "run_manual_tests"]
 
@@ -68,7 +68,7 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
             hint="start it first: launch.sh SCENARIO (or mw serve-learn run)",
         )
     records = [e.rec for e in read_journal(campaign.journal, CAMPAIGN_RECORDS)]
-    began = next((r for r in records if isinstance(r, CampaignStarted)), None)
+    began = next((r for r in records if isinstance(r, ServeLearnStarted)), None)
     if began is None or began.scenario != spec.scenario:
         raise ConfigError(
             f"{campaign.root} is not a {spec.scenario} campaign",

@@ -40,7 +40,7 @@ from ._spec import CAMPAIGN_RECORDS
 from ._state import served_episode
 from ._synthetic import is_synthetic
 from ._worldmodel import Case, Served, WorldModel, case_of, parse_record
-from .records import BlockLearned, CampaignStarted, EpisodeEnded
+from .records import BlockLearned, EpisodeEnded, ServeLearnStarted
 
 __all__ = [
     "PROBED_METHODS",
@@ -123,7 +123,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
             f"{root} holds no campaign (no journal/)", hint="pass a run directory: $MW_RUNS/TAG"
         )
     records = [e.rec for e in read_journal(journal, CAMPAIGN_RECORDS)]
-    began = next((r for r in records if isinstance(r, CampaignStarted)), None)
+    began = next((r for r in records if isinstance(r, ServeLearnStarted)), None)
     if began is None:
         raise ConfigError(
             f"{root} holds no serve-and-learn campaign that started",

@@ -46,7 +46,7 @@ from ._trajectories import (
     trajectories_html,
     trajectories_markdown,
 )
-from .records import BlockLearned, CampaignEnded, CampaignStarted, EpisodeEnded, WindowTested
+from .records import BlockLearned, EpisodeEnded, ServeLearnEnded, ServeLearnStarted, WindowTested
 
 __all__ = [
     "RunReport",
@@ -220,14 +220,14 @@ def build_run_report(root: Path, *, figures_only: bool = False) -> RunReport:
         )
     entries: list[Entry] = read_journal(journal, CAMPAIGN_RECORDS)
     records = [e.rec for e in entries]
-    started = next((e for e in entries if isinstance(e.rec, CampaignStarted)), None)
+    started = next((e for e in entries if isinstance(e.rec, ServeLearnStarted)), None)
     if started is None:
         raise ConfigError(
             f"{root} holds no serve-and-learn campaign that started",
             hint="wsm benchmark report RUN_DIR reports a weight-editing run",
         )
-    begun: CampaignStarted = started.rec  # type: ignore[assignment]
-    ended = [r for r in records if isinstance(r, CampaignEnded)]
+    begun: ServeLearnStarted = started.rec  # type: ignore[assignment]
+    ended = [r for r in records if isinstance(r, ServeLearnEnded)]
     results = sorted((root / "task" / "results").glob("*.jsonl"))
     score = score_file(results[0]) if ended and results else None
     spend, totals = _spend(root, started.t)

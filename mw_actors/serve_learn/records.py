@@ -15,10 +15,10 @@ __all__ = [
     "SERVE_LEARN_RECORDS",
     "AllocationRaised",
     "BlockLearned",
-    "CampaignEnded",
-    "CampaignStarted",
     "EpisodeEnded",
     "EpisodeStarted",
+    "ServeLearnEnded",
+    "ServeLearnStarted",
     "WindowTested",
 ]
 
@@ -26,7 +26,7 @@ Phase = Literal["serving", "test"]
 Status = Literal["finished", "budget_exhausted", "no_finish", "budget_blocked", "failed", "unknown"]
 
 
-class CampaignStarted(Record, tag="serve_learn.campaign_started", frozen=True):
+class ServeLearnStarted(Record, tag="serve_learn.campaign_started", frozen=True):
     tag: str
     scenario: str
     method: str
@@ -89,16 +89,16 @@ class WindowTested(Record, tag="serve_learn.window_tested", frozen=True):
     episodes: int
 
 
-class CampaignEnded(Record, tag="serve_learn.campaign_ended", frozen=True):
+class ServeLearnEnded(Record, tag="serve_learn.campaign_ended", frozen=True):
     state: Literal["completed", "budget_blocked", "failed"]
 
 
 SERVE_LEARN_RECORDS: tuple[type[Record], ...] = (
-    CampaignStarted,
+    ServeLearnStarted,
     AllocationRaised,
     EpisodeStarted,
     EpisodeEnded,
     BlockLearned,
     WindowTested,
-    CampaignEnded,
+    ServeLearnEnded,
 )

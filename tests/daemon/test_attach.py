@@ -59,9 +59,9 @@ def test_attach_once_shows_progress_actors_and_spend(runs: Path) -> None:
 def test_the_time_left_is_estimated_from_the_blocks_served() -> None:
     from mw_actors.daemon._attach import _time_left
     from mw_actors.journal import Entry
-    from mw_actors.serve_learn.records import CampaignStarted, EpisodeEnded
+    from mw_actors.serve_learn.records import EpisodeEnded, ServeLearnStarted
 
-    started = CampaignStarted(tag="t", scenario="s", method="m", model="x", serving_total=48,
+    started = ServeLearnStarted(tag="t", scenario="s", method="m", model="x", serving_total=48,
                               blocks=4, test_versions={}, allocation_usd="1")  # fmt: skip
 
     def served(i: int, t: float) -> Entry:

@@ -298,7 +298,7 @@ def test_kill_9_of_the_daemon_at_random_moments_then_restart(runs: Path) -> None
             if journal.is_dir():
                 entries = read_journal(journal, kinds)
                 ended = sum(isinstance(e.rec, EpisodeEnded) for e in entries)
-                if any(e.rec.__class__.__name__ == "CampaignEnded" for e in entries):
+                if any(e.rec.__class__.__name__ == "ServeLearnEnded" for e in entries):
                     break
         pid = int(DaemonPaths(runs).pid.read_text())
         os.kill(pid, signal.SIGKILL)

@@ -25,7 +25,7 @@ from mw_actors.editing import (
     run_campaign,
     write_fixture,
 )
-from mw_actors.editing.records import CampaignEnded, CampaignStarted, TrialReserved, TrialStarted
+from mw_actors.editing.records import EditingEnded, EditingStarted, TrialReserved, TrialStarted
 from mw_actors.grid import (
     GRID_RECORDS,
     EditGridSpec,
@@ -254,8 +254,8 @@ def test_a_killed_editing_grid_sets_the_interrupted_cell_aside_and_finishes(
     # The interrupted attempt is kept whole: begun, never ended.
     aside = runs / "e1" / "cells" / ".attempts" / "e1.student.baseline.s2.1"
     kept = [e.rec for e in read_journal(aside / "journal", RECORDS)]
-    assert any(isinstance(r, CampaignStarted) for r in kept)
-    assert not any(isinstance(r, CampaignEnded) for r in kept)
+    assert any(isinstance(r, EditingStarted) for r in kept)
+    assert not any(isinstance(r, EditingEnded) for r in kept)
     # The new attempt ran each trial once; the grid's journal says it was a new attempt.
     fresh = [e.rec for e in read_journal(second / "journal", RECORDS)]
     assert Counter(r.trial_id for r in fresh if isinstance(r, TrialStarted)) == {

@@ -32,7 +32,7 @@ from mw_actors.serve_learn import (
 from mw_actors.serve_learn._learner import LearnerUsage
 from mw_actors.serve_learn._methods import Lesson, MwmLocal
 from mw_actors.serve_learn._worldmodel import WorldModel
-from mw_actors.serve_learn.records import BlockLearned, CampaignEnded, EpisodeStarted
+from mw_actors.serve_learn.records import BlockLearned, EpisodeStarted, ServeLearnEnded
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
@@ -152,7 +152,7 @@ async def test_a_learner_crash_is_restarted_and_the_block_learned_once(
         and isinstance(e.rec.reason, ExitError)
     ]
     assert len(crashes) == 1 and "learner crash" in crashes[0].reason.message
-    assert [e.rec.state for e in entries if isinstance(e.rec, CampaignEnded)] == ["completed"]
+    assert [e.rec.state for e in entries if isinstance(e.rec, ServeLearnEnded)] == ["completed"]
 
 
 async def test_a_budget_that_runs_out_stops_cleanly_and_still_scores(
@@ -170,7 +170,9 @@ async def test_a_budget_that_runs_out_stops_cleanly_and_still_scores(
     )
     run = await run_campaign(spec)
     entries = read_journal(run.journal, RECORDS)
-    assert [e.rec.state for e in entries if isinstance(e.rec, CampaignEnded)] == ["budget_blocked"]
+    assert [e.rec.state for e in entries if isinstance(e.rec, ServeLearnEnded)] == [
+        "budget_blocked"
+    ]
     statuses = Counter(e.status for e in _ended(run.journal))
     assert statuses["budget_blocked"] >= 1
     summary = json.loads((run.root / "wire_ledger.json").read_text())

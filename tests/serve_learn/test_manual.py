@@ -20,7 +20,7 @@ from mw_actors.serve_learn import (
     run_manual_tests,
     score_file,
 )
-from mw_actors.serve_learn.records import BlockLearned, CampaignEnded
+from mw_actors.serve_learn.records import BlockLearned, ServeLearnEnded
 from mw_errors import ConfigError
 from tests.processes import ROOT
 
@@ -133,4 +133,6 @@ async def test_while_training_goes_on_only_learned_checkpoints_are_tested(
     # Each window on exactly its boundary's version, never a later one.
     assert {row["checkpoint"] for row in tested.values() if row["window"] == 0} == {3}
     ended = [e.rec for e in read_journal(journal, RECORDS)]
-    assert isinstance(ended[-1], CampaignEnded) or any(isinstance(r, CampaignEnded) for r in ended)
+    assert isinstance(ended[-1], ServeLearnEnded) or any(
+        isinstance(r, ServeLearnEnded) for r in ended
+    )

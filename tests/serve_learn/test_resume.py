@@ -157,7 +157,7 @@ def test_a_kill_in_the_first_seconds_leaves_a_campaign_that_continues(
     # On a fast machine the campaign may have ended before the kill: nothing to continue.
     journal = tmp_path / "early" / "journal"
     ended = journal.is_dir() and any(
-        type(e.rec).__name__ == "CampaignEnded" for e in read_journal(journal, RECORDS)
+        type(e.rec).__name__ == "ServeLearnEnded" for e in read_journal(journal, RECORDS)
     )
     if not ended:
         again = mw(*RUN, "--runs", str(tmp_path), "--tag", "early", *flags,

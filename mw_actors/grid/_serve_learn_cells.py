@@ -1,27 +1,20 @@
-"""A cell as its run directory tells it: its state, its scores so far, its spend.
+"""A serve-and-learn cell as its run directory tells it: its state, its scores, its spend.
 
 Read from disk only (journals, results, ledgers), so a report or a status
-needs no provider and no driver. A cell's state:
-
-- ``pending``: no campaign journal yet;
-- ``running``: a live process holds its campaign lock;
-- ``completed``, ``budget_blocked``, ``failed``: its campaign's end record;
-- ``unknown``: a journal with no end record and nobody running it (a killed
-  driver or node). It has no score: only an ended campaign is scored.
+needs no provider and no driver. Its state is read as every cell's is
+(``._cell_state``); an editing grid's cells are read in ``._editing``.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
 import meters
 
 from .._core import read_journal
-from .._lock import is_locked
 from ..serve_learn import (
     CAMPAIGN_RECORDS,
     RunDir,
@@ -30,13 +23,12 @@ from ..serve_learn import (
     score_file,
     window_scores,
 )
-from ..serve_learn.records import CampaignEnded, CampaignStarted, EpisodeEnded
+from ..serve_learn.records import EpisodeEnded, ServeLearnEnded, ServeLearnStarted
+from ._cell_state import ENDED, CellState, run_state
 from ._spec import Cell
 
-__all__ = ["ENDED", "LEDGERS", "CellOutcome", "CellState", "read_cell", "run_state"]
+__all__ = ["LEDGERS", "CellOutcome", "cell_lines", "read_cell"]
 
-CellState = Literal["pending", "running", "unknown", "completed", "budget_blocked", "failed"]
-ENDED = ("completed", "budget_blocked", "failed")
 # Every meter's ledger in a serve-and-learn run directory: host, learner, judge.
 LEDGERS = ("ledger.jsonl", "learner/ledger.jsonl", "judge/ledger.jsonl")
 
@@ -74,24 +66,11 @@ def cell_lines(root: Path) -> list[meters.LedgerLine]:
     return lines
 
 
-def run_state(root: Path, journal: Path, ended: CellState | None) -> CellState:
-    """A run's state (of either kind): ``ended``, the state its end record gives, if any.
-
-    ``pending`` without a journal, ``running`` while a live process holds its lock,
-    ``unknown`` with a journal, no end and nobody running it.
-    """
-    if not journal.is_dir():
-        return "pending"
-    if ended is not None:
-        return ended
-    return "running" if is_locked(root) else "unknown"
-
-
 def read_cell(cells: Path, cell: Cell) -> CellOutcome:
     """``cell`` as its run directory under ``cells`` stands now."""
     run = RunDir(cells, cell.tag, cell.scenario, make_method(cell.method).name)
-    started: CampaignStarted | None = None
-    ended: CampaignEnded | None = None
+    started: ServeLearnStarted | None = None
+    ended: ServeLearnEnded | None = None
     served = tested = 0
     rewards: dict[str, list[float]] = {"hidden": [], "fully_specified": []}
     records: list[object] = []
@@ -104,9 +83,9 @@ def read_cell(cells: Path, cell: Cell) -> CellOutcome:
                 tested += rec.phase == "test"
                 if rec.phase == "test" and rec.category in rewards:
                     rewards[rec.category].append(rec.reward)
-            elif isinstance(rec, CampaignStarted):
+            elif isinstance(rec, ServeLearnStarted):
                 started = rec
-            elif isinstance(rec, CampaignEnded):
+            elif isinstance(rec, ServeLearnEnded):
                 ended = rec
     state = run_state(run.root, run.journal, None if ended is None else ended.state)
     scored = state in ENDED and run.results.is_file()
