@@ -328,7 +328,7 @@ def _daemon_run(args: argparse.Namespace) -> int:
     """The daemon in the foreground (``mw daemon start`` runs this detached)."""
     from mw_actors.daemon import Daemon, DaemonOptions, serve_in_foreground
 
-    options = DaemonOptions(editing=_editing_options(), secret=os.environ.get)
+    options = DaemonOptions(kinds={"editing": _editing_options()}, secret=os.environ.get)
     serve_in_foreground(Daemon(_runs_dir(args.runs), options))
     return 0
 

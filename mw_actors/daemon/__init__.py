@@ -6,9 +6,10 @@ campaign's journal and its lock. See docs/design/daemon.md.
 
 from mw_errors import DaemonError
 
+from ..editing import EditingSubmission
 from ._attach import attach_campaign
 from ._client import DaemonPaths, connect, daemon_running, subscribe
-from ._daemon import Daemon, DaemonOptions, EditingSubmission, peer_uid
+from ._daemon import Daemon, DaemonOptions, peer_uid
 from ._process import (
     Detached,
     ask,
@@ -31,7 +32,7 @@ from ._protocol import (
     Submit,
     Tail,
 )
-from ._status import CAMPAIGN_RECORDS, ActorState, CampaignStatus, Progress, campaign_status
+from ._status import CAMPAIGN_RECORDS, ActorState, CampaignStatus, campaign_status
 
 __all__ = [
     "CAMPAIGN_RECORDS",
@@ -47,7 +48,6 @@ __all__ = [
     "EditingSubmission",
     "Event",
     "ListCampaigns",
-    "Progress",
     "Resume",
     "Shutdown",
     "Status",

@@ -73,14 +73,16 @@ def render(
         for r in records:
             if isinstance(r, EpisodeEnded) and r.phase == "serving":
                 served[r.window] = served.get(r.window, 0) + 1
-        tested = status.progress.windows_tested
+        tested = status.progress["windows_tested"]
         for window, size in sorted(serve.window_sizes.items(), key=lambda kv: int(kv[0])):
             mark = "tested" if int(window) < tested else ""
             progress.add_row(f"window {window}", _bar(served.get(int(window), 0), size), mark)
-        progress.add_row("blocks learned", _bar(status.progress.blocks_learned, serve.blocks), "")
+        progress.add_row(
+            "blocks learned", _bar(status.progress["blocks_learned"], serve.blocks), ""
+        )
         progress.add_row("time left", Text(_time_left(entries, serve)), "")
     elif edit is not None:
-        progress.add_row("trials", _bar(status.progress.trials_done, len(edit.trials)), "")
+        progress.add_row("trials", _bar(status.progress["trials_done"], len(edit.trials)), "")
     tree = Table(title="actors", show_header=True, box=None)
     tree.add_column("actor")
     tree.add_column("runs", justify="right")

@@ -17,7 +17,6 @@ daemon down.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import json
 import os
@@ -34,11 +33,9 @@ import msgspec
 
 from mw_errors import ConfigError, MwError
 
-from .._convert import convert
-from .._core import Record, Runtime, get_logger, observe_runtimes, open_journal, read_journal
-from .._reserver import BUDGET_RECORDS
+from .._core import Record, Runtime, get_logger, observe_runtimes, read_journal
 from .._tags import check_tag
-from ..editing.records import EDITING_RECORDS, TrialEnded, TrialStarted
+from ..kinds import KINDS, Context, campaign_records, kind_of
 from ._client import DaemonPaths
 from ._protocol import (
     FRAME_SECONDS,
@@ -60,7 +57,7 @@ from ._protocol import (
     read_frame,
     write_frame,
 )
-from ._status import CAMPAIGN_RECORDS, CampaignStatus, Progress, campaign_status
+from ._status import CampaignStatus, campaign_status
 
 __all__ = ["Daemon", "DaemonOptions", "peer_uid"]
 
@@ -73,7 +70,9 @@ EVENT_COALESCE_SECONDS = 0.02  # a live view loses nothing by seeing events 20 m
 class DaemonOptions:
     """What ``bin/`` decided for the campaigns this daemon runs."""
 
-    editing: Any = None  # CampaignOptions for weight-editing campaigns
+    # Per campaign kind, what bin/ decided for its campaigns (weight editing: its
+    # CampaignOptions; a kind with none here is refused by its own check).
+    kinds: Mapping[str, Any] = field(default_factory=dict)
     allowed_uid: int = field(default_factory=os.getuid)
     # A provider key by its variable's name, from the daemon's own environment: used when
     # a submission carries none (and for campaigns the daemon resumes after a restart).
@@ -126,23 +125,6 @@ def _record_event(record: Record) -> tuple[str, dict[str, Any]]:
     }
 
 
-class EditingSubmission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A weight-editing campaign as a daemon receives it: its config file, and how it runs."""
-
-    config: str
-    local_trusted: bool = False
-
-    @classmethod
-    def decode(cls, spec: Mapping[str, Any]) -> EditingSubmission:
-        """The submitted spec, checked.
-
-        Raises:
-            ConfigError: a field is unknown, missing or of the wrong type.
-        """
-        hint = 'send {"config": "CONFIG.json", "local_trusted": false}'
-        return convert(spec, cls, "editing campaign spec", hint)
-
-
 class _Campaign:
     def __init__(self, kind: str, tag: str, spec: dict[str, Any]) -> None:
         self.kind = kind
@@ -163,9 +145,9 @@ class _Campaign:
         """
         status = CampaignStatus(
             tag=self.tag,
-            kind=self.kind,  # type: ignore[arg-type]
+            kind=self.kind,
             state="failed" if self.done.is_set() else "running",
-            progress=Progress(),
+            progress=dict.fromkeys(getattr(KINDS.get(self.kind), "progress_keys", ()), 0),
             spend_usd={"host": "0", "learner": "0"},
             allocation_usd=self.allocation_usd,
             open_actor_runs=0,
@@ -382,21 +364,21 @@ class Daemon:
             if not entry.is_file():
                 raise ConfigError(f"no campaign {request.tag!r} was submitted here")
             data = json.loads(entry.read_text())
-            if data["kind"] != "serve-learn":
+            if not kind_of(data["kind"]).resumable:
                 raise ConfigError(
-                    f"campaign {request.tag!r} is weight editing, which never continues",
-                    hint="start a new run; regrade a trial with `wsm benchmark regrade`",
+                    f"campaign {request.tag!r} is {data['kind']}, which never continues",
+                    hint="start a new run",
                 )
             known = self.campaigns.get(request.tag)
             stopped = campaign_status(self.runs / request.tag).state == "failed"
             if not stopped and not (known is not None and known.cancelled):
                 raise ConfigError(f"campaign {request.tag!r} has nothing to resume")
-            return await self._submit("serve-learn", request.tag, data["spec"], resume=True)
+            return await self._submit(data["kind"], request.tag, data["spec"], resume=True)
         if isinstance(request, Tail):
             journal = self.runs / request.tag / "journal"
             if not journal.is_dir():
                 raise ConfigError(f"no campaign {request.tag!r} under {self.runs}")
-            entries = read_journal(journal, CAMPAIGN_RECORDS)
+            entries = read_journal(journal, campaign_records())
             return [msgspec.to_builtins(e) for e in entries[-request.records :]]
         if isinstance(request, Shutdown):
             return "stopping"
@@ -491,58 +473,17 @@ class Daemon:
     async def _runner(
         self, kind: str, tag: str, spec: dict[str, Any], resume: bool, secrets: Mapping[str, str]
     ) -> tuple[Callable[[], Any], str]:
-        """What runs the campaign, and its allocation in USD; every check is made here.
+        """What runs the campaign, and its allocation in USD: the kind's, every check made.
 
-        The checks that read files (the dataset, a resumed journal) run on a worker
-        thread, so that other clients are answered meanwhile.
+        Keys come with the submission (memory only), else from the daemon's own
+        environment (a campaign it resumes after its own restart).
         """
-        if kind == "serve-learn":
-            from ..serve_learn import (
-                CampaignSpec,
-                Submission,
-                check_campaign,
-                dataset_for,
-                ensure_synthetic,
-                keys_for,
-                run_campaign,
-            )
-
-            submission = Submission.decode(spec)
-            settings = submission.settings()  # every field checked before anything is written
-            scenario = submission.scenario
-            given = None if submission.dataset is None else Path(submission.dataset)
-            dataset_dir = dataset_for(scenario, given, self.runs)
-            await anyio.to_thread.run_sync(ensure_synthetic, dataset_dir, scenario)
-            # Keys come with the submission (memory only), else from the daemon's own
-            # environment (a campaign it resumes after its own restart).
-            endpoints = settings.get("endpoints", {})
-            settings["secrets"] = keys_for(
-                endpoints.values(), lambda name: secrets.get(name) or self.options.secret(name)
-            )
-            campaign_spec = CampaignSpec(
-                tag=tag,
-                scenario=scenario,
-                dataset=dataset_dir,
-                runs=self.runs,
-                resume=resume,
-                **settings,
-            )
-            await anyio.to_thread.run_sync(check_campaign, campaign_spec)
-            return (lambda: run_campaign(campaign_spec)), str(campaign_spec.allocation_usd)
-        if kind == "editing":
-            from ..editing import load_config
-            from ..editing import run_campaign as run_editing
-
-            if self.options.editing is None:
-                raise ConfigError("this daemon runs no weight-editing campaigns")
-            submitted = EditingSubmission.decode(spec)
-            loaded = load_config(Path(submitted.config))
-            editing = dataclasses.replace(
-                self.options.editing, local_trusted=submitted.local_trusted
-            )
-            allocation = str(loaded.allocation)
-            return (lambda: run_editing(loaded, self.runs / tag, editing)), allocation
-        raise ConfigError(f"unknown campaign kind {kind!r}; use serve-learn or editing")
+        context = Context(
+            runs=self.runs,
+            secret=lambda name: secrets.get(name) or self.options.secret(name),
+            settings=self.options.kinds.get(kind),
+        )
+        return await kind_of(kind).prepare(tag, spec, resume=resume, context=context)
 
     async def _run(self, campaign: _Campaign, runner: Callable[[], Any]) -> None:
         try:
@@ -578,14 +519,15 @@ class Daemon:
         journaled = (run / "journal").is_dir() and _journal_holds_records(run / "journal")
         if journaled and campaign_status(run).state != "failed":
             return
-        if data["kind"] == "serve-learn":
+        kind = kind_of(data["kind"])
+        if kind.resumable:
             # Stopped without its terminal records, or killed before its journal held its
             # start (a campaign's checks take seconds): the resume starts that one afresh,
             # and refuses one whose journal is gone while its spend or evidence is not.
             log.info("campaign_resumed", tag=tag, started=journaled)
-            await self._submit("serve-learn", tag, data["spec"], resume=run.exists())
+            await self._submit(kind.name, tag, data["spec"], resume=run.exists())
         elif journaled:
-            await _mark_unknown(run)
+            await kind.abandon(run)
 
 
 def _journal_holds_records(journal: Path) -> bool:
@@ -598,16 +540,3 @@ def _read_entry(entry: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("a registry entry is a JSON object")
     return data
-
-
-async def _mark_unknown(run: Path) -> None:
-    """Weight editing never retries: a trial that was in flight ends as ``unknown``."""
-    records = [*BUDGET_RECORDS, *EDITING_RECORDS]
-    entries = read_journal(run / "journal", records)
-    started = {e.rec.trial_id for e in entries if isinstance(e.rec, TrialStarted)}
-    ended = {e.rec.trial_id for e in entries if isinstance(e.rec, TrialEnded)}
-    async with open_journal(run / "journal", record_types=records) as journal:
-        for trial_id in sorted(started - ended):
-            await journal.append(
-                TrialEnded(trial_id=trial_id, outcome="unknown", reason="the daemon died mid-trial")
-            )

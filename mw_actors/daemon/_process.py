@@ -21,6 +21,7 @@ import msgspec
 
 from mw_errors import ConfigError, DaemonError, MwError
 
+from ..kinds import KINDS
 from ._client import DaemonPaths, connect, daemon_running
 from ._daemon import Daemon
 from ._protocol import Shutdown, Status
@@ -193,12 +194,8 @@ def statuses(runs: Path, tags: Sequence[str]) -> list[dict[str, Any]]:
 def status_line(status: Mapping[str, Any]) -> str:
     """A campaign's status (as :func:`statuses` gives it), as ``mw status`` prints it."""
     p = status.get("progress") or {}  # a campaign the daemon is just starting has none yet
-    done = (
-        f"{p.get('cases_served', 0)} cases served, {p.get('blocks_learned', 0)} blocks "
-        f"learned, {p.get('windows_tested', 0)} windows tested"
-        if status["kind"] == "serve-learn"
-        else f"{p.get('trials_done', 0)} trials done"
-    )
+    kind = KINDS.get(status["kind"])
+    done = kind.progress_line(p) if kind is not None else "progress unknown"
     spend = ", ".join(f"{meter} ${usd}" for meter, usd in status.get("spend_usd", {}).items())
     return (
         f"{status['tag']}: {status['kind']}, {status['state']}; {done}; "

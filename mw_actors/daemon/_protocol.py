@@ -58,7 +58,7 @@ class Refused(msgspec.Struct, frozen=True, tag=True):
 
 
 class Submit(msgspec.Struct, frozen=True, tag=True):
-    kind: Literal["serve-learn", "editing"]
+    kind: str  # a registered campaign kind (mw_actors.kinds): serve-learn, editing
     tag: str
     spec: dict[str, Any]  # written to the daemon's registry: never a key
     # Provider keys by variable name, held in the daemon's memory for this campaign only.

@@ -27,6 +27,7 @@ from ._config import (
 from ._datasets import read_cases
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
+from ._kind import EDITING, EditingSubmission
 from ._layout import RunLayout
 from ._preflight import PreflightReport, preflight
 from ._regrade import RegradeOutcome, regrade
@@ -37,11 +38,13 @@ from .records import EDITING_RECORDS, Receipt, TrialEnded
 __all__ = [
     "ACTIONS_SCHEMA_VERSION",
     "CONFIG_SCHEMA_VERSION",
+    "EDITING",
     "EDITING_RECORDS",
     "GRADER_VERSION",
     "ActionsFile",
     "BenchmarkConfig",
     "CampaignOptions",
+    "EditingSubmission",
     "Fingerprint",
     "Finish",
     "GradeRequest",

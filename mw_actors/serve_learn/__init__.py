@@ -19,6 +19,7 @@ from ._campaign import run_campaign
 from ._checks import Journaled, check_campaign, read_journaled
 from ._codex import CodexInstall, find_codex
 from ._export_inspect import export_inspect
+from ._kind import SERVE_LEARN
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
 from ._methods import METHODS, make_method
@@ -63,6 +64,7 @@ __all__ = [
     "METHODS",
     "OFFICIAL_SCENARIOS",
     "PROBED_METHODS",
+    "SERVE_LEARN",
     "SERVE_LEARN_RECORDS",
     "AllocationRaised",
     "Averages",

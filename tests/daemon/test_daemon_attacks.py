@@ -77,7 +77,7 @@ async def exchange(runs: Path, frames: list[bytes], *, hello: bool = True) -> li
 
 @pytest.mark.anyio
 async def test_no_request_ends_the_daemon_and_no_tag_escapes(runs: Path) -> None:
-    daemon = Daemon(runs, DaemonOptions(editing=CampaignOptions()))
+    daemon = Daemon(runs, DaemonOptions(kinds={"editing": CampaignOptions()}))
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.serve)
         for why, message, named in KILLERS:
@@ -143,7 +143,7 @@ async def test_a_fuzzed_control_socket_leaves_a_running_campaign_to_complete(
 ) -> None:
     """1,200 connections of random and structured frames while a campaign runs."""
     rng = random.Random(seed)
-    daemon = Daemon(runs, DaemonOptions(editing=CampaignOptions()))
+    daemon = Daemon(runs, DaemonOptions(kinds={"editing": CampaignOptions()}))
     failed = answered = hung_up = 0
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.serve)

@@ -294,7 +294,7 @@ async def test_status_reads_a_finished_or_blocked_campaign_without_a_daemon(
     )
     await run_campaign(spec)
     status = campaign_status(tmp_path / "done")
-    assert status.state == "completed" and status.progress.blocks_learned == 2
+    assert status.state == "completed" and status.progress["blocks_learned"] == 2
     learner = status.actors["root/campaign/learner"]
     assert learner.runs == 1 and learner.restarts == 0 and not learner.alive
     assert status.heartbeat is not None and status.heartbeat <= time.time()
