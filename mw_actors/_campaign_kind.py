@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ._core import Record
+from ._core import Entry, Record
 
-__all__ = ["CampaignKind", "Context", "Runner", "State", "Summary"]
+__all__ = ["Bar", "CampaignKind", "Context", "Runner", "Section", "State", "Summary", "View"]
 
 State = Literal["running", "completed", "failed", "cancelled", "budget_blocked"]
 Runner = Callable[[], Awaitable[Any]]  # runs the campaign to its end records
@@ -50,6 +50,36 @@ class Summary:
     spend_usd: dict[str, str]
     allocation_usd: str
     final: State | None  # its end record's state; None while it has none
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A progress bar of ``mw attach``: ``done`` of ``total``, and a note beside it."""
+
+    label: str
+    done: int
+    total: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A table of ``mw attach``, as text: its title, columns and rows, and a line under it."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: Sequence[tuple[str, ...]]
+    footer: str = ""
+
+
+@dataclass(frozen=True)
+class View:
+    """What ``mw attach`` shows of a run, beside what every run has (actors, spend, events)."""
+
+    bars: list[Bar] = field(default_factory=list)
+    lines: list[tuple[str, str]] = field(default_factory=list)  # label, text (time left)
+    sections: list[Section] = field(default_factory=list)
+    milestones: list[str] = field(default_factory=list)  # the journal's, newest last
 
 
 class CampaignKind(Protocol):
@@ -79,4 +109,8 @@ class CampaignKind(Protocol):
 
     def progress_line(self, progress: Mapping[str, int]) -> str:
         """Its progress in words, as ``mw status`` prints it."""
+        ...
+
+    def view(self, entries: Sequence[Entry], progress: Mapping[str, int]) -> View:
+        """What ``mw attach`` shows of the run (its journal's entries, in order)."""
         ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mw_errors import ConfigError
 
-from ._campaign_kind import CampaignKind, Context, Runner, State, Summary
+from ._campaign_kind import Bar, CampaignKind, Context, Runner, Section, State, Summary, View
 from ._core import Record
 from ._reserver import BUDGET_RECORDS
 from .editing import EDITING
@@ -17,11 +17,14 @@ from .serve_learn import SERVE_LEARN
 
 __all__ = [
     "KINDS",
+    "Bar",
     "CampaignKind",
     "Context",
     "Runner",
+    "Section",
     "State",
     "Summary",
+    "View",
     "campaign_records",
     "kind_of",
 ]

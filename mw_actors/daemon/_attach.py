@@ -9,7 +9,6 @@ vanishing never disturbs the campaign.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -27,19 +26,11 @@ from rich.text import Text
 from mw_errors import CampaignStarting, MwError
 
 from .._core import read_journal
-from ..editing.records import EditingStarted
 from ..grid import GridPlace, attach_grid
-from ..serve_learn import window_scores
-from ..serve_learn.records import (
-    BlockLearned,
-    EpisodeEnded,
-    ServeLearnEnded,
-    ServeLearnStarted,
-    WindowTested,
-)
+from ..kinds import KINDS, Section, View, campaign_records
 from ._client import connect, daemon_running, subscribe
 from ._protocol import Status
-from ._status import CAMPAIGN_RECORDS, campaign_status
+from ._status import campaign_status
 
 __all__ = ["attach", "attach_campaign", "render"]
 
@@ -50,6 +41,18 @@ def _bar(done: int, total: int) -> Table:
     return row
 
 
+def _section(section: Section) -> Any:
+    """A kind's table, with the line under it (only the line, when it has no rows)."""
+    if not section.rows:
+        return Text(section.footer)
+    table = Table(title=section.title, show_header=True, box=None)
+    for number, column in enumerate(section.columns):
+        table.add_column(column, justify="left" if number == 0 or not column else "right")
+    for row in section.rows:
+        table.add_row(*row)
+    return Group(table, Text(section.footer)) if section.footer else table
+
+
 def render(
     run_dir: Path, events: deque[str], depths: dict[str, int] | None = None
 ) -> tuple[Group, str]:
@@ -58,31 +61,19 @@ def render(
     A campaign that runs but has not journaled its start yet (its checks and
     services take a moment) is shown as starting.
     """
-    entries = read_journal(run_dir / "journal", CAMPAIGN_RECORDS)
+    entries = read_journal(run_dir / "journal", campaign_records())
     try:
         status = campaign_status(run_dir, entries)
     except CampaignStarting:
         return Group(Text(f"{run_dir.name}  (starting)", style="bold")), "running"
-    records = [e.rec for e in entries]
     title = Text(f"{status.tag}  ({status.kind}, {status.state})", style="bold")
+    kind = KINDS.get(status.kind)
+    view = kind.view(entries, status.progress) if kind is not None else View()
     progress = Table(title="progress", show_header=False, box=None)
-    serve = next((r for r in records if isinstance(r, ServeLearnStarted)), None)
-    edit = next((r for r in records if isinstance(r, EditingStarted)), None)
-    if serve is not None:
-        served: dict[int, int] = {}
-        for r in records:
-            if isinstance(r, EpisodeEnded) and r.phase == "serving":
-                served[r.window] = served.get(r.window, 0) + 1
-        tested = status.progress["windows_tested"]
-        for window, size in sorted(serve.window_sizes.items(), key=lambda kv: int(kv[0])):
-            mark = "tested" if int(window) < tested else ""
-            progress.add_row(f"window {window}", _bar(served.get(int(window), 0), size), mark)
-        progress.add_row(
-            "blocks learned", _bar(status.progress["blocks_learned"], serve.blocks), ""
-        )
-        progress.add_row("time left", Text(_time_left(entries, serve)), "")
-    elif edit is not None:
-        progress.add_row("trials", _bar(status.progress["trials_done"], len(edit.trials)), "")
+    for bar in view.bars:
+        progress.add_row(bar.label, _bar(bar.done, bar.total), bar.note)
+    for label, text in view.lines:
+        progress.add_row(label, Text(text), "")
     tree = Table(title="actors", show_header=True, box=None)
     tree.add_column("actor")
     tree.add_column("runs", justify="right")
@@ -108,78 +99,14 @@ def render(
         spend.add_row(meter, usd, share)
     # Without a daemon's events (a campaign run by hand, or one that ended), the
     # journal's own milestones are the recent events.
-    recent = Text("\n".join(events or _milestones(entries)) or "(no events yet)")
-    parts: list[Any] = [title, progress]
-    if serve is not None:
-        parts += _scores(records)
+    recent = Text("\n".join(events or view.milestones) or "(no events yet)")
+    parts: list[Any] = [title, progress, *(_section(s) for s in view.sections)]
     parts += [
         tree,
         spend,
         Panel(recent, title=f"recent events (allocation ${status.allocation_usd})"),
     ]
     return Group(*parts), status.state
-
-
-def _mean(rewards: list[float]) -> str:
-    return f"{100 * sum(rewards) / len(rewards):.1f}" if rewards else "-"
-
-
-def _scores(records: list[Any]) -> list[Any]:
-    """Each window's test scores as its episodes land, and the scores so far."""
-    windows = window_scores(records)
-    if not windows:
-        return [Text("tests: none ended yet")]
-    table = Table(title="tests", show_header=True, box=None)
-    for column in ("window", "version", "tests", "hidden", "full", ""):
-        table.add_column(column, justify="left" if column in ("window", "") else "right")
-    for w in windows:
-        table.add_row(
-            f"window {w.window}",
-            "-" if w.version is None else f"v{w.version}",
-            str(w.tests),
-            "-" if w.hidden is None else f"{w.hidden:.1f}",
-            "-" if w.fully_specified is None else f"{w.fully_specified:.1f}",
-            "tested" if w.version is not None else "testing",
-        )
-    tests = [r for r in records if isinstance(r, EpisodeEnded) and r.phase == "test"]
-    hidden = [r.reward for r in tests if r.category == "hidden"]
-    full = [r.reward for r in tests if r.category == "fully_specified"]
-    so_far = f"so far: hidden {_mean(hidden)}, fully specified {_mean(full)} ({len(tests)} tests)"
-    return [table, Text(so_far)]
-
-
-def _time_left(entries: list[Any], serve: ServeLearnStarted) -> str:
-    """An estimate of the serving time left, from the blocks served so far."""
-    start = next(e.t for e in entries if isinstance(e.rec, ServeLearnStarted))
-    ends = [e.t for e in entries if isinstance(e.rec, EpisodeEnded) and e.rec.phase == "serving"]
-    if any(isinstance(e.rec, ServeLearnEnded) for e in entries):
-        return "ended"
-    if len(ends) >= serve.serving_total:
-        return "serving done; the last tests run"
-    blocks = len(ends) // 12
-    if blocks == 0:
-        return "- (after the first block)"
-    per_block = (ends[blocks * 12 - 1] - start) / blocks
-    left = per_block * (serve.serving_total - len(ends)) / 12
-    minutes, seconds = divmod(int(left), 60)
-    finished = f"{blocks} finished block" + ("s" if blocks > 1 else "")
-    return f"about {minutes}m {seconds:02d}s of serving (from {finished})"
-
-
-def _milestones(entries: list[Any], n: int = 8) -> list[str]:
-    """The journal's last milestones, as event lines: learns, tests, odd ends, the end."""
-    lines = []
-    for e in entries:
-        r, at = e.rec, time.strftime("%H:%M:%S", time.localtime(e.t))
-        if isinstance(r, BlockLearned):
-            lines.append(f"{at} block {r.block} learned: v{r.version} ({r.cases} cases)")
-        elif isinstance(r, WindowTested):
-            lines.append(f"{at} window {r.window} tested on v{r.version} ({r.episodes} tests)")
-        elif isinstance(r, EpisodeEnded) and r.status in ("unknown", "budget_blocked"):
-            lines.append(f"{at} {r.phase} episode {r.task_id} ended {r.status}")
-        elif isinstance(r, ServeLearnEnded):
-            lines.append(f"{at} campaign ended: {r.state}")
-    return lines[-n:]
 
 
 async def attach(

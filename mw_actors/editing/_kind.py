@@ -13,9 +13,9 @@ import msgspec
 import meters
 from mw_errors import ConfigError
 
-from .._campaign_kind import Context, Runner, State, Summary
+from .._campaign_kind import Bar, Context, Runner, State, Summary, View
 from .._convert import convert
-from .._core import Record, open_journal, read_journal
+from .._core import Entry, Record, open_journal, read_journal
 from .._reserver import BUDGET_RECORDS
 from ._campaign import run_campaign
 from ._config import load_config
@@ -104,6 +104,10 @@ class EditingKind:
 
     def progress_line(self, progress: Mapping[str, int]) -> str:
         return f"{progress.get('trials_done', 0)} trials done"
+
+    def view(self, entries: Sequence[Entry], progress: Mapping[str, int]) -> View:
+        start = next(e.rec for e in entries if isinstance(e.rec, EditingStarted))
+        return View(bars=[Bar("trials", progress.get("trials_done", 0), len(start.trials))])
 
 
 EDITING = EditingKind()

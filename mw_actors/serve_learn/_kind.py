@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -11,11 +12,12 @@ import anyio
 
 import meters
 
-from .._campaign_kind import Context, Runner, Summary
-from .._core import Record
+from .._campaign_kind import Bar, Context, Runner, Section, Summary, View
+from .._core import Entry, Record
 from ._backends import keys_for
 from ._campaign import run_campaign
 from ._checks import check_campaign
+from ._run_report import window_scores
 from ._spec import CampaignSpec, Submission
 from ._synthetic import dataset_for, ensure_synthetic
 from .records import (
@@ -28,7 +30,7 @@ from .records import (
     WindowTested,
 )
 
-__all__ = ["SERVE_LEARN", "ServeLearnKind"]
+__all__ = ["SERVE_LEARN", "ServeLearnKind", "time_left"]
 
 
 def _ledger_spend(path: Path) -> Decimal:
@@ -93,6 +95,88 @@ class ServeLearnKind:
             f"{progress.get('blocks_learned', 0)} blocks learned, "
             f"{progress.get('windows_tested', 0)} windows tested"
         )
+
+    def view(self, entries: Sequence[Entry], progress: Mapping[str, int]) -> View:
+        """Each window's serving and the blocks learned, the time left, the tests' scores."""
+        records = [e.rec for e in entries]
+        start = next(r for r in records if isinstance(r, ServeLearnStarted))
+        served: dict[int, int] = {}
+        for r in records:
+            if isinstance(r, EpisodeEnded) and r.phase == "serving":
+                served[r.window] = served.get(r.window, 0) + 1
+        tested = progress.get("windows_tested", 0)
+        bars = [
+            Bar(f"window {w}", served.get(int(w), 0), size, "tested" if int(w) < tested else "")
+            for w, size in sorted(start.window_sizes.items(), key=lambda kv: int(kv[0]))
+        ]
+        bars.append(Bar("blocks learned", progress.get("blocks_learned", 0), start.blocks))
+        return View(
+            bars=bars,
+            lines=[("time left", time_left(entries, start))],
+            sections=_scores(records),
+            milestones=_milestones(entries),
+        )
+
+
+def _mean(rewards: list[float]) -> str:
+    return f"{100 * sum(rewards) / len(rewards):.1f}" if rewards else "-"
+
+
+def _scores(records: list[Any]) -> list[Section]:
+    """Each window's test scores as its episodes land, and the scores so far."""
+    windows = window_scores(records)
+    if not windows:
+        return [Section("tests", (), [], "tests: none ended yet")]
+    rows = [
+        (
+            f"window {w.window}",
+            "-" if w.version is None else f"v{w.version}",
+            str(w.tests),
+            "-" if w.hidden is None else f"{w.hidden:.1f}",
+            "-" if w.fully_specified is None else f"{w.fully_specified:.1f}",
+            "tested" if w.version is not None else "testing",
+        )
+        for w in windows
+    ]
+    tests = [r for r in records if isinstance(r, EpisodeEnded) and r.phase == "test"]
+    hidden = [r.reward for r in tests if r.category == "hidden"]
+    full = [r.reward for r in tests if r.category == "fully_specified"]
+    so_far = f"so far: hidden {_mean(hidden)}, fully specified {_mean(full)} ({len(tests)} tests)"
+    return [Section("tests", ("window", "version", "tests", "hidden", "full", ""), rows, so_far)]
+
+
+def time_left(entries: Sequence[Entry], serve: ServeLearnStarted) -> str:
+    """An estimate of the serving time left, from the blocks served so far."""
+    start = next(e.t for e in entries if isinstance(e.rec, ServeLearnStarted))
+    ends = [e.t for e in entries if isinstance(e.rec, EpisodeEnded) and e.rec.phase == "serving"]
+    if any(isinstance(e.rec, ServeLearnEnded) for e in entries):
+        return "ended"
+    if len(ends) >= serve.serving_total:
+        return "serving done; the last tests run"
+    blocks = len(ends) // 12
+    if blocks == 0:
+        return "- (after the first block)"
+    per_block = (ends[blocks * 12 - 1] - start) / blocks
+    left = per_block * (serve.serving_total - len(ends)) / 12
+    minutes, seconds = divmod(int(left), 60)
+    finished = f"{blocks} finished block" + ("s" if blocks > 1 else "")
+    return f"about {minutes}m {seconds:02d}s of serving (from {finished})"
+
+
+def _milestones(entries: Sequence[Entry], n: int = 8) -> list[str]:
+    """The journal's last milestones, as event lines: learns, tests, odd ends, the end."""
+    lines = []
+    for e in entries:
+        r, at = e.rec, time.strftime("%H:%M:%S", time.localtime(e.t))
+        if isinstance(r, BlockLearned):
+            lines.append(f"{at} block {r.block} learned: v{r.version} ({r.cases} cases)")
+        elif isinstance(r, WindowTested):
+            lines.append(f"{at} window {r.window} tested on v{r.version} ({r.episodes} tests)")
+        elif isinstance(r, EpisodeEnded) and r.status in ("unknown", "budget_blocked"):
+            lines.append(f"{at} {r.phase} episode {r.task_id} ended {r.status}")
+        elif isinstance(r, ServeLearnEnded):
+            lines.append(f"{at} campaign ended: {r.state}")
+    return lines[-n:]
 
 
 SERVE_LEARN = ServeLearnKind()

@@ -57,8 +57,8 @@ def test_attach_once_shows_progress_actors_and_spend(runs: Path) -> None:
 
 
 def test_the_time_left_is_estimated_from_the_blocks_served() -> None:
-    from mw_actors.daemon._attach import _time_left
     from mw_actors.journal import Entry
+    from mw_actors.serve_learn._kind import time_left as _time_left
     from mw_actors.serve_learn.records import EpisodeEnded, ServeLearnStarted
 
     started = ServeLearnStarted(tag="t", scenario="s", method="m", model="x", serving_total=48,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,6 +14,7 @@ from typing import Any, ClassVar
 import anyio
 import msgspec
 import pytest
+from rich.console import Console
 
 from mw_actors import kinds
 from mw_actors.daemon import (
@@ -25,7 +27,8 @@ from mw_actors.daemon import (
     connect,
     status_line,
 )
-from mw_actors.journal import Record, open_journal, read_journal
+from mw_actors.daemon._attach import render
+from mw_actors.journal import Entry, Record, open_journal, read_journal
 from mw_errors import ConfigError, MwError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -93,6 +96,11 @@ class Naps:
     def progress_line(self, progress: Mapping[str, int]) -> str:
         return f"{progress.get('naps_taken', 0)} naps taken"
 
+    def view(self, entries: Sequence[Entry], progress: Mapping[str, int]) -> kinds.View:
+        start = next(e.rec for e in entries if isinstance(e.rec, NapStarted))
+        naps = kinds.Bar("naps", progress.get("naps_taken", 0), start.naps)
+        return kinds.View(bars=[naps], milestones=["the last nap was quiet"])
+
 
 @pytest.fixture
 def runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -124,6 +132,10 @@ async def test_a_new_kind_runs_under_the_daemon_and_reads_in_its_status(runs: Pa
     status = campaign_status(runs / "n1")  # from the run directory alone, as `mw status`
     assert (status.kind, status.state) == ("nap", "completed")
     assert status_line(msgspec.to_builtins(status)).startswith("n1: nap, completed; 3 naps taken")
+    console = Console(record=True, width=100)
+    console.print(render(runs / "n1", deque())[0])  # `mw attach --once`'s frame
+    frame = console.export_text()
+    assert "n1  (nap, completed)" in frame and "3/3" in frame and "quiet" in frame, frame
     written = [type(e.rec) for e in read_journal(runs / "n1" / "journal", Naps.records)]
     assert [t for t in written if t in Naps.records] == [NapStarted, *[Napped] * 3, NapEnded]
 
