@@ -76,17 +76,27 @@ def test_start_submit_status_stop(runs: Path) -> None:
     home = DaemonPaths(runs).home
     assert home.stat().st_mode & 0o777 == 0o700
     assert DaemonPaths(runs).socket.stat().st_mode & 0o777 == 0o600
-    submitted = synthetic_campaign("submit", runs, "s", 24)
+    # Each model call takes 50 ms at least: the campaign runs for seconds, not for the
+    # few hundred milliseconds a busy machine may take to answer one poll.
+    submitted = mw("serve-learn", "submit", "synthetic_l1", "--runs", str(runs), "--tag", "s",
+                   "--train-split", "24", "--provider-latency", "ttft=0.05")  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr
+
+    async def live() -> dict[str, Any]:
+        """The daemon's status of ``s`` once its learner runs and it reports a mailbox depth."""
+        async with connect(runs) as control:
+            with anyio.fail_after(60):
+                while True:
+                    current: dict[str, Any] = await control.request(Status(tag="s"))
+                    actors = current.get("actors", {})
+                    depths = [a for a in actors.values() if a.get("mailbox_depth") is not None]
+                    if depths and "root/campaign/learner" in actors:
+                        return current
+                    assert current["state"] == "running", current
+                    await anyio.sleep(0.01)
+
     # While it runs, the daemon reports each actor's mailbox depth, live.
-    deadline = time.monotonic() + 60
-    while True:
-        current = status(runs, "s")
-        actors = current.get("actors", {}).values()
-        if any(actor.get("mailbox_depth") is not None for actor in actors):
-            break
-        assert current["state"] == "running" and time.monotonic() < deadline, current
-        time.sleep(0.1)
+    current = anyio.run(live)
     assert "root/campaign/learner" in current["actors"], current["actors"]
     final = wait_for(runs, "s", {"completed", "failed"})
     assert final["state"] == "completed" and final["progress"]["blocks_learned"] == 2
