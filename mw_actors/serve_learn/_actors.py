@@ -96,7 +96,7 @@ class Learner(_Journaled):
             previous=previous,
             out=staging,
             session=shared.session,
-            manual=shared.engine.manual,
+            manual=shared.player.manual,
         )
         usage = await shared.method.learn(lesson)  # an LLM session's, where the method has one
         digest, target = await anyio.to_thread.run_sync(settle)

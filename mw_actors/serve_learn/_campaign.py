@@ -142,7 +142,7 @@ async def _run(
                 stamp_run_log, spec, run, schedule, host.port, learner_port
             )
             model = spec.wire_model(spec.model)
-            async with shared.engine.connected(
+            async with shared.player.connected(
                 host.port, model, spec.reasoning_effort, judge, spec.max_tokens
             ):
                 await tree.start_campaign(_campaign_supervisor(shared))

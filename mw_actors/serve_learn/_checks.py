@@ -22,8 +22,8 @@ from ..provider import (
     smollm2_gguf,
 )
 from ._backends import split_model, wire_prices
-from ._engines import is_synthetic
 from ._methods import Method, make_method
+from ._players import is_synthetic
 from ._scenario import Scenario, read_scenario
 from ._schedule import Plan, plan
 from ._slb import importable, slb_available, slb_missing

@@ -43,7 +43,7 @@ async def _play(shared: Shared, task: Task, phase: str, version: int) -> Played:
 
     # A method's hooks read files and search their stores: off the event loop.
     wm, context = await anyio.to_thread.run_sync(hooks)
-    played = await shared.engine.play(task, context, wm)
+    played = await shared.player.play(task, context, wm)
     extra = method.row_extra(version_dir, task.task_id, phase, task.window)
     return msgspec.structs.replace(played, extra=extra) if extra else played
 
@@ -88,7 +88,7 @@ async def serve_episode(
     partial_copy = evidence.with_suffix(".json.tmp")
     await anyio.Path(partial_copy).write_bytes(json.dumps(record).encode())
     await anyio.Path(partial_copy).rename(evidence)
-    labels = shared.engine.labels(task.task_id)
+    labels = shared.player.labels(task.task_id)
     ended = EpisodeEnded(
         task_id=task.task_id,
         phase=phase,  # type: ignore[arg-type]

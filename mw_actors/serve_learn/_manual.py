@@ -123,7 +123,7 @@ async def _test_ready_windows(
             judged = await tree.meter("judge-meter", judge_config)
             judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
         model = spec.wire_model(spec.model)
-        async with shared.engine.connected(
+        async with shared.player.connected(
             host.port, model, spec.reasoning_effort, judge, spec.max_tokens
         ):
             for window in shared.plan.windows:

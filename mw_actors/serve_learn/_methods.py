@@ -98,7 +98,7 @@ class Method:
     benchmark_only = False  # True: runs on the benchmark's own scenarios only
 
     def bind(self, scenario: Any) -> None:
-        """Called once with the scenario's engine (see :mod:`._engines`)."""
+        """Called once with the scenario's player (see :mod:`._players`)."""
 
     def refuse_synthetic(self) -> ConfigError:
         """Why a benchmark-only method cannot run on mw's synthetic scenario."""

@@ -1,9 +1,9 @@
-"""An episode as the campaign sees it, whichever engine plays it: the neutral ground.
+"""An episode as the campaign sees it, whichever player plays it: the neutral ground.
 
-An engine plays a scenario's episodes: a real scenario in ServeLearnBench's own
+A player plays a scenario's episodes: a real scenario in ServeLearnBench's own
 package and loop (``._slb``), the synthetic one in mw's own loop
 (``._synthetic_play``, ``._acting``). Both import what they share from here, and
-neither imports the other: the interface (:class:`Engine`), what an episode
+neither imports the other: the interface (:class:`Player`), what an episode
 gives back (:class:`Played`, a row's fields), the ``wm`` tool offered to the host
 (:data:`WM_TOOL`), an episode's budgets (:class:`Budget`) and the link to a
 verifier's judge (:class:`JudgeLink`). The score line and the benchmark's
@@ -21,7 +21,7 @@ import msgspec
 from ._protocol import ENGINE_TOOL_BUDGET, MAX_OUTPUT_PER_TASK, MAX_STEPS, MAX_TOKENS
 from ._scenario import Task
 
-__all__ = ["WM_TOOL", "Budget", "Engine", "JudgeLink", "Played"]
+__all__ = ["WM_TOOL", "Budget", "JudgeLink", "Played", "Player"]
 
 WM_TOOL: dict[str, Any] = {
     "type": "function",
@@ -64,7 +64,7 @@ class JudgeLink(msgspec.Struct, frozen=True):
     reasoning_effort: str | None = "high"  # the paper's judge setting
 
 
-class Engine(Protocol):
+class Player(Protocol):
     name: str
     system_prompt: str
     manual: str  # the documents the host may read: what a learner may read of the policy
@@ -86,7 +86,7 @@ class Engine(Protocol):
         ...
 
     def labels(self, task_id: str) -> dict[str, Any]:
-        """The row's ``tier``, ``family``, ``slice`` and ``category``, where the engine has them."""
+        """The row's ``tier``, ``family``, ``slice`` and ``category``, where the player has them."""
         ...
 
     async def play(

@@ -143,7 +143,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
         )
     from ._slb import SlbScenario
 
-    engine = SlbScenario(began.scenario)  # refused in one line without the package
+    slb = SlbScenario(began.scenario)  # refused in one line without the package
     settings = began.settings or {}
     where = dataset or Path(str(settings.get("dataset") or ""))
     if not str(where) or not where.is_dir():
@@ -167,7 +167,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
             found = ended.get(task.task_id)
             if found is not None and found.phase == "serving" and found.status not in UNSCORED:
                 served.append(served_episode(task, found, block))
-    player = _Player(engine)
+    player = _Player(slb)
     windows: list[ProbeWindow] = []
     skipped: list[ProbeSkip] = []
     rows: list[dict[str, Any]] = []
@@ -187,7 +187,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
             if reason:
                 skipped.append(ProbeSkip(task.task_id, window.window, reason))
             played.append(player.row(task.task_id, reward))
-        scores = engine.scoring.setting_scores(played)
+        scores = slb.scoring.setting_scores(played)
         windows.append(
             ProbeWindow(
                 window.window,
@@ -198,7 +198,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
             )
         )
         rows += played
-    overall = engine.scoring.setting_scores(rows)
+    overall = slb.scoring.setting_scores(rows)
     report = ProbeReport(
         method=began.method,
         scenario=began.scenario,
@@ -212,7 +212,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
         for r in ended.values()
         if r.phase == "test"
     ]
-    own = engine.scoring.setting_scores(tested)
+    own = slb.scoring.setting_scores(tested)
     return report, RunScores(
         _rounded(own["hidden"]), _rounded(own["fully_specified"]), window_scores(records)
     )
@@ -225,16 +225,16 @@ def _rounded(score: float | None) -> float | None:
 class _Player:
     """The probe's player in the benchmark's own ``Env``, one at a time."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.env = engine.agent.new_env(engine.bundle)
+    def __init__(self, slb: Any) -> None:
+        self.slb = slb
+        self.env = slb.agent.new_env(slb.bundle)
         self.required = required_parameters(self.env)
 
     def play(self, task_id: str, rank: Ranker | None, lookups: Lookups) -> tuple[float, str]:
         """The test's reward, and why it was not played ("" when it was)."""
         if rank is None:
             return 0.0, "the method has learned nothing by this version"
-        played = play_test(self.env, self.engine.task(task_id), rank, lookups, self.required)
+        played = play_test(self.env, self.slb.task(task_id), rank, lookups, self.required)
         if played.reward is None:
             return 0.0, played.skipped
         return played.reward, ""
@@ -243,7 +243,7 @@ class _Player:
         """A test row as the benchmark's scoring reads it (only the scoring reads the category)."""
         return {
             "phase": "test",
-            "category": self.engine.labels(task_id)["category"],
+            "category": self.slb.labels(task_id)["category"],
             "reward": reward,
         }
 

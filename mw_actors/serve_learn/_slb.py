@@ -1,4 +1,4 @@
-"""Episode engine (a): a real scenario plays through ServeLearnBench's own acting loop.
+"""Episode player (a): a real scenario plays through ServeLearnBench's own acting loop.
 
 When the ``servelearnbench`` package imports (it needs Python >= 3.12), each
 episode of a real scenario is the package's: ``agent.run_episode`` (or, when a

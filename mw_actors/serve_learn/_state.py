@@ -14,9 +14,9 @@ import anyio
 import anyio.abc
 
 from .._core import ActorRef, Journal, read_journal
-from ._engines import make_engine
 from ._methods import Method, Session, make_method
-from ._play import Engine
+from ._play import Player
+from ._players import make_player
 from ._protocol import episode_record
 from ._scenario import Scenario, Task
 from ._schedule import Plan
@@ -77,8 +77,8 @@ class Shared:
         self.method: Method = make_method(spec.method)
         # A real scenario plays in ServeLearnBench's own package and loop; the synthetic
         # one in mw's, from its export.
-        self.engine: Engine = make_engine(spec.dataset, spec.scenario)
-        self.method.bind(self.engine)  # refused here: a benchmark method on the synthetic one
+        self.player: Player = make_player(spec.dataset, spec.scenario)
+        self.method.bind(self.player)  # refused here: a benchmark method on the synthetic one
         self.versions = Versions(run.checkout / "versions" / "v0")
         self.ended: dict[str, EpisodeEnded] = {}
         self._served: dict[str, Served] = {}

@@ -1,9 +1,9 @@
-"""The synthetic scenario as an engine: its tools, and its episodes in mw's own acting loop.
+"""The synthetic scenario as a player: its tools, and its episodes in mw's own acting loop.
 
 A real scenario plays in the benchmark's package (:class:`~._slb.SlbScenario`);
 the synthetic one, written by :func:`~._synthetic.write_synthetic`, plays here,
 from its export: its tools (``get_case``, ``decide``, ``finish``), its world
-and its verifier. Both engines have one interface (:class:`~._engines.Engine`).
+and its verifier. Both players have one interface (:class:`~._players.Player`).
 """
 
 from __future__ import annotations
