@@ -68,8 +68,7 @@ your query). What it has learned so far is summarised below."""
 # Who learns a method's versions: an LLM session (through the learner meter), mw's code, nobody.
 Learner = Literal["llm", "local"] | None
 
-# A learner session: (served, block, out) -> its usage, through the campaign's learner meter.
-# (served, block, out, manual) -> the session's usage
+# A learner session: (served, block, out, manual) -> its usage, through the learner meter.
 Session = Callable[[list[Served], int, Path, str], Awaitable["LearnerUsage"]]
 
 
