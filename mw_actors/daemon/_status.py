@@ -16,10 +16,7 @@ from mw_errors import CampaignStarting, ConfigError
 
 from .._core import Entry, SupervisionView, read_journal, rebuild
 from .._lock import is_locked
-from .._reserver import BUDGET_RECORDS
-from ..editing.records import EDITING_RECORDS
 from ..kinds import KINDS, State, campaign_records
-from ..serve_learn.records import SERVE_LEARN_RECORDS
 
 __all__ = ["CAMPAIGN_RECORDS", "ActorState", "CampaignStatus", "campaign_status"]
 
@@ -44,8 +41,9 @@ class CampaignStatus(msgspec.Struct, frozen=True):
     heartbeat: float | None = None  # wall time of the campaign's last journal record
 
 
-# The built-in kinds' records; campaign_status reads every registered kind's.
-CAMPAIGN_RECORDS = [*BUDGET_RECORDS, *SERVE_LEARN_RECORDS, *EDITING_RECORDS]
+# The built-in kinds' records, as registered at import (campaign_status reads every
+# kind registered when it runs: campaign_records()).
+CAMPAIGN_RECORDS = campaign_records()
 
 
 def campaign_status(run_dir: Path, entries: list[Entry] | None = None) -> CampaignStatus:
