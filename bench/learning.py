@@ -1,6 +1,7 @@
 """Does MWM learn the hidden policies? The knowledge probe on banking L1-L3, beside baselines.
 
     python bench/learning.py [--scenarios banking_l1,...] [--seeds 3] [--right 0.5 | --random]
+                             [--jobs N]
 
 For each scenario and seed, the whole serving stream is played through the
 benchmark's own ``Env``, tools and verifier by a simulated agent (a fixture
@@ -25,13 +26,18 @@ the mean over seeds. World models, all on the same records:
 - mwm: MWM's ``wm`` (``learners.fit``, as the campaign fits it);
 - oracle: the ground truth (the player's ceiling).
 
-The fitting time per block is MWM's, on this machine.
+The fitting time per block is MWM's, on this machine. Every scenario and seed is
+probed in its own process (``--jobs`` at once). On a test, the player's look-ups
+are made once and every model acts on the same text; the verifier replays an
+action only once per test (``learners.look_up`` and ``act``).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import os
 import random
 import statistics
 import sys
@@ -47,14 +53,15 @@ from mw_actors.serve_learn.learners import (  # noqa: E402
     Lookups,
     Ranker,
     Served,
+    act,
     case_of,
     decision_tree_ranker,
     fit,
+    look_up,
     majority_ranker,
     manual_of,
     nearest_success_ranker,
     parse_record,
-    play_test,
     required_parameters,
 )
 
@@ -215,9 +222,10 @@ def probe_scenario(
         window_rewards: dict[str, list[float]] = {m: [] for m in models}
         for task in tests:
             category = scoring.category(domain, (task.z or {}).get("slice"))
+            looked, rewarded = look_up(env, task, lookups), {}  # shared by the models
             for model_name in models:
                 rank = _oracle(task) if model_name == "oracle" else rankers[model_name]
-                played = play_test(env, task, rank, lookups, required)
+                played = act(env, looked, rank, lookups, required, rewarded)
                 reward = 0.0 if played.reward is None else played.reward
                 skipped[model_name] += played.reward is None
                 scores[model_name][category].append(reward)
@@ -243,6 +251,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--right", type=float, default=0.5)
     parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="seeds probed at once (processes)"
+    )
+    parser.add_argument(
         "--random", action="store_true", help="a fully random serving agent (ignores --right)"
     )
     args = parser.parse_args()
@@ -250,9 +261,17 @@ def main() -> None:
     table: dict[str, dict[str, tuple[float, float]]] = {m: {} for m in MODELS}
     windows: dict[str, dict[str, list[float]]] = {}
     slowest = 0.0
+    right = None if args.random else args.right
+    started = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:  # every scenario and seed
+        probed = {
+            (name, seed): pool.submit(probe_scenario, name, right, seed)
+            for name in names
+            for seed in range(args.seeds)
+        }
+        results = {key: future.result() for key, future in probed.items()}
     for name in names:
-        right = None if args.random else args.right
-        runs = [probe_scenario(name, right, seed) for seed in range(args.seeds)]
+        runs = [results[name, seed] for seed in range(args.seeds)]
         for model in MODELS:
             hidden = statistics.mean(r["scores"][model]["hidden"] for r in runs)
             full = statistics.mean(r["scores"][model]["fully_specified"] for r in runs)
@@ -276,6 +295,7 @@ def main() -> None:
             f"{m} " + " ".join(f"{x:.0f}" for x in windows[name][m]) for m in MODELS
         ))  # fmt: skip
     print(f"slowest MWM fit (all blocks so far): {slowest:.2f} s (goal <= 2 s per block)")
+    print(f"probed in {time.perf_counter() - started:.0f} s with {args.jobs} processes")
 
 
 if __name__ == "__main__":

@@ -40,10 +40,13 @@ from . import _rules
 from ._worldmodel import SCORED, Case, ParsedRecord, bm25_top_k, tokenize
 
 __all__ = [
+    "Looked",
     "Lookups",
     "Played",
     "Ranker",
+    "act",
     "decision_tree_ranker",
+    "look_up",
     "majority_ranker",
     "nearest_success_ranker",
     "parse_signature",
@@ -154,27 +157,62 @@ def _untimed(instruction: str) -> str:
     return instruction
 
 
-def play_test(
-    env: Any, task: Any, rank: Ranker, lookups: Lookups, required: dict[str, list[str]]
-) -> Played:
-    """Play ``task`` in ``env`` (the benchmark's, reset here) as the probe's player.
+@dataclass
+class Looked:
+    """A test after the player's look-ups: what the case shows, and the calls that showed it."""
 
-    ``required``: each tool's required parameters (from the env's tool schemas).
+    task: Any
+    text: str
+    found: dict[str, str]  # parameter -> the id a look-up found something with
+    calls: list[tuple[str, dict[str, str]]]  # every look-up made, in order (failed ones too)
+    fresh: bool = True  # the env is still where the look-ups left it
+
+
+def look_up(env: Any, task: Any, lookups: Lookups) -> Looked:
+    """Reset ``env`` (the benchmark's) to ``task`` and make the player's look-ups.
+
+    They depend on the case alone, never on a method: every method the probe
+    compares acts on the same text.
     """
     from servelearnbench.engine.types import Action
 
     env.reset(task)
-    text = _untimed(task.instruction)
-    found: dict[str, str] = {}  # parameter -> the id a look-up found something with
+    looked = Looked(task, _untimed(task.instruction), {}, [])
     for tool, parameters in lookups.steps:
-        choices = [[found[p]] if p in found else lookups.values(p, text) for p in parameters]
+        choices = [
+            [looked.found[p]] if p in looked.found else lookups.values(p, looked.text)
+            for p in parameters
+        ]
         for values in itertools.islice(itertools.product(*choices), TRIES):
             arguments = dict(zip(parameters, values, strict=True))
+            looked.calls.append((tool, arguments))
             observation = str(env.step(Action(name=tool, kwargs=arguments)).observation)
             if not observation.startswith(ERROR):  # the benchmark's tools fail in words
-                text += "\n" + observation
-                found.update(arguments)
+                looked.text += "\n" + observation
+                looked.found.update(arguments)
                 break
+    return looked
+
+
+def act(
+    env: Any,
+    looked: Looked,
+    rank: Ranker,
+    lookups: Lookups,
+    required: dict[str, list[str]],
+    scored: dict[str, float] | None = None,
+) -> Played:
+    """Take ``rank``'s first action on a looked-up test, finish, and have the verifier score it.
+
+    ``scored``: rewards already computed for this test, by the calls that earned them.
+    A method that acts as another did gets the same reward without a second replay
+    (the verifier is deterministic; the episode would be the same calls). Where the
+    env has moved on since the look-ups, the test is reset and they are made again,
+    as they were made.
+    """
+    from servelearnbench.engine.types import Action
+
+    task, text, found = looked.task, looked.text, looked.found
     ranked = list(rank(text))
     if not ranked:
         return Played(task.task_id, None, skipped="the method ranks no action yet")
@@ -187,11 +225,31 @@ def play_test(
             if value is None:
                 return Played(task.task_id, None, ranked[0], f"cannot fill {name}'s {parameter}")
             arguments[parameter] = value
-    if name != FINISH:
-        env.step(Action(name=name, kwargs=arguments))
-        arguments = {}
-    env.step(Action(name=FINISH, kwargs=arguments))
-    return Played(task.task_id, float(env.compute_reward().reward), ranked[0])
+    calls = [(name, arguments), (FINISH, {})] if name != FINISH else [(FINISH, arguments)]
+    key = json.dumps(calls, sort_keys=True, default=str)
+    if scored is not None and key in scored:
+        return Played(task.task_id, scored[key], ranked[0])
+    if not looked.fresh:
+        env.reset(task)
+        for tool, made in looked.calls:
+            env.step(Action(name=tool, kwargs=made))
+    looked.fresh = False
+    for tool, made in calls:
+        env.step(Action(name=tool, kwargs=made))
+    reward = float(env.compute_reward().reward)
+    if scored is not None:
+        scored[key] = reward
+    return Played(task.task_id, reward, ranked[0])
+
+
+def play_test(
+    env: Any, task: Any, rank: Ranker, lookups: Lookups, required: dict[str, list[str]]
+) -> Played:
+    """Play ``task`` in ``env`` (the benchmark's, reset here) as the probe's player.
+
+    ``required``: each tool's required parameters (from the env's tool schemas).
+    """
+    return act(env, look_up(env, task, lookups), rank, lookups, required)
 
 
 def required_parameters(env: Any) -> dict[str, list[str]]:

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from mw_actors.serve_learn._probe import Lookups, parse_signature, play_test, shape
+from mw_actors.serve_learn._probe import (
+    Lookups,
+    act,
+    look_up,
+    parse_signature,
+    play_test,
+    shape,
+)
 from mw_actors.serve_learn._protocol import episode_record
 from mw_actors.serve_learn._slb import slb_available
 from mw_actors.serve_learn._worldmodel import parse_record
@@ -46,9 +53,11 @@ class RecordingEnv:
 
     def __init__(self, facts: dict[str, dict[str, Any]], right: tuple[str, dict[str, Any]]) -> None:
         self.facts, self.right, self.calls = facts, right, []  # type: ignore[var-annotated]
+        self.resets = 0
 
     def reset(self, task: Any) -> None:
         self.calls = []
+        self.resets += 1
 
     def step(self, action: Any) -> Any:
         self.calls.append((action.name, dict(action.kwargs)))
@@ -90,6 +99,39 @@ def test_the_player_looks_up_like_served_episodes_then_acts_on_the_top_rank() ->
     assert played.reward == 1.0 and played.action == "deny_case(reason=r1)"
     assert [name for name, _ in env.calls] == ["get_case", "get_account", "deny_case", "finish"]
     assert "gold" in seen[0] and "Current timestamp" not in seen[0]  # what it found, no time
+
+
+@needs_slb
+def test_rankers_compared_on_one_test_share_its_look_ups_and_each_action_is_replayed_once() -> None:
+    """``look_up`` once, ``act`` per ranker: the same rewards as ``play_test``, fewer replays."""
+    served_trace = [
+        {"kind": "tool", "name": "get_case", "args": {"case_id": "TRF-100001"},
+         "obs": json.dumps({"case_id": "TRF-100001", "account_id": "ACC-200001"})},
+        {"kind": "tool", "name": "deny_case", "args": {"case_id": "TRF-100001", "reason": "r1"},
+         "obs": "ok"},
+        {"kind": "finish", "name": "finish", "args": {}, "obs": ""},
+    ]  # fmt: skip
+    lookups = Lookups.learn([parse_record(episode_record("Decide TRF-100001.", served_trace, 1.0))])
+    env = RecordingEnv(
+        {"TRF-300003": {"case_id": "TRF-300003", "account_id": "ACC-400004"}},
+        ("deny_case", {"reason": "r1", "case_id": "TRF-300003"}),
+    )
+    required = {"deny_case": ["case_id", "reason"], "approve_case": ["case_id"]}
+    task = SealedTask("t1", "Please decide TRF-300003 today.")
+    right, wrong = (lambda text: ["deny_case(reason=r1)"]), (lambda text: ["approve_case()"])
+    alone = [play_test(env, task, rank, lookups, required).reward for rank in (right, wrong)]
+    looked, scored = look_up(env, task, lookups), {}
+    assert [name for name, _ in env.calls] == ["get_case"] and env.resets == 3
+    first = act(env, looked, right, lookups, required, scored)
+    assert [name for name, _ in env.calls] == ["get_case", "deny_case", "finish"]
+    assert env.resets == 3  # acted where the look-ups left it
+    again = act(env, looked, right, lookups, required, scored)
+    assert env.resets == 3 and len(env.calls) == 3  # the same action: not replayed
+    other = act(env, looked, wrong, lookups, required, scored)
+    # The env had moved on: reset, the look-ups made again as made, then the other action.
+    assert [name for name, _ in env.calls] == ["get_case", "approve_case", "finish"]
+    assert env.resets == 4
+    assert [first.reward, other.reward] == alone == [1.0, 0.0] and again.reward == 1.0
 
 
 @needs_slb
