@@ -35,12 +35,9 @@ from .._campaign_tree import open_campaign_tree
 from .._core import ChildSpec, SupervisorSpec, get_logger
 from .._lock import campaign_lock
 from ._actors import Learner, Stream, Waiter, append_line
-from ._checks import checked, prepare_run, probe_endpoints, read_journaled
-from ._methods import learner_of
+from ._checks import Prepared, checked, prepare_run, probe_endpoints
 from ._outputs import stamp_run_log, write_outputs
 from ._play import JudgeLink
-from ._scenario import Scenario
-from ._schedule import Plan
 from ._services import start_learner, start_upstream
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
@@ -70,31 +67,28 @@ async def run_campaign(
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
     # File work runs on worker threads: a daemon runs other campaigns on this loop.
-    scenario, schedule = await anyio.to_thread.run_sync(checked, spec)
-    if learner_of(spec.method) == "llm" and spec.learner_backend == "codex":
+    prepared = await anyio.to_thread.run_sync(checked, spec)  # read once, used throughout
+    if prepared.method.learner == "llm" and spec.learner_backend == "codex":
         await sandbox.self_test("bwrap")  # trusted only once it proves its isolation here
     await probe_endpoints(spec, spec.models())
-    run = await anyio.to_thread.run_sync(prepare_run, spec)
+    run = await anyio.to_thread.run_sync(prepare_run, prepared)
     with campaign_lock(run.root):
-        return await _run(spec, run, scenario, schedule, on_started, budget)
+        return await _run(prepared, on_started, budget)
 
 
 async def _run(
-    spec: CampaignSpec,
-    run: RunDir,
-    scenario: Scenario,
-    schedule: Plan,
+    prepared: Prepared,
     on_started: Callable[[], None] | None,
     budget: meters.Reserver | None,
 ) -> RunDir:
-    journaled = await anyio.to_thread.run_sync(read_journaled, run.root)
+    spec, run, schedule, journaled = prepared.spec, prepared.run, prepared.plan, prepared.journaled
     raised = spec.allocation_add
     if raised:
         spec = dataclasses.replace(
             spec, allocation_usd=spec.allocation_usd + raised, allocation_add=Decimal(0)
         )
-    shared = Shared(spec, run, scenario, schedule)
-    interrupted = await anyio.to_thread.run_sync(restore, shared)
+    shared = Shared(spec, run, prepared.scenario, schedule, prepared.method)
+    interrupted = restore(shared, prepared.entries)  # from what was read: no file work
     async with anyio.create_task_group() as services:
         config = await start_upstream(spec, "host", run.root, services)
         # The reserver settles what the host meter already wrote down but did not settle;
@@ -164,7 +158,9 @@ async def _run(
             }
             await append_line(run.run_log, json.dumps({"finished": finished}))
         services.cancel_scope.cancel()
-    await anyio.to_thread.run_sync(write_outputs, run, spec)
+    await anyio.to_thread.run_sync(
+        lambda: write_outputs(run, spec, shared.method, shared.scenario, shared.records())
+    )
     return run
 
 

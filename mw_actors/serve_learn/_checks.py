@@ -16,7 +16,7 @@ import msgspec
 import sandbox
 from mw_errors import ConfigError, SandboxUnavailable
 
-from .._core import read_journal
+from .._core import Entry, read_journal
 from .._lock import refuse_if_locked
 from ..provider import (
     smollm2_gguf,
@@ -38,12 +38,14 @@ from .records import (
 
 __all__ = [
     "Journaled",
+    "Prepared",
     "check_campaign",
     "check_installed",
     "check_model",
     "check_ports",
     "check_resume",
     "checked",
+    "journaled_of",
     "prepare_run",
     "prepare_scenario",
     "probe_endpoints",
@@ -78,7 +80,7 @@ def check_campaign(spec: CampaignSpec) -> Plan:
     Raises:
         ConfigError: as :func:`run_campaign`.
     """
-    return checked(spec)[1]
+    return checked(spec).plan
 
 
 @dataclass(frozen=True)
@@ -102,14 +104,21 @@ class Journaled:
 
 def read_journaled(run_root: Path) -> Journaled:
     """The campaign journal under ``run_root``, as a resume needs it (empty if none)."""
+    return journaled_of(_entries(run_root))
+
+
+def _entries(run_root: Path) -> tuple[Entry, ...]:
     journal = run_root / "journal"
-    if not journal.is_dir():
-        return Journaled()
+    return tuple(read_journal(journal, CAMPAIGN_RECORDS)) if journal.is_dir() else ()
+
+
+def journaled_of(entries: tuple[Entry, ...]) -> Journaled:
+    """What a campaign's journal ``entries`` say of it, as a resume needs it."""
     started: ServeLearnStarted | None = None
     ended: ServeLearnEnded | None = None
     episodes = 0
     allocation: Decimal | None = None
-    for entry in read_journal(journal, CAMPAIGN_RECORDS):
+    for entry in entries:
         rec = entry.rec
         if isinstance(rec, ServeLearnStarted):
             started, allocation = rec, Decimal(rec.allocation_usd)
@@ -122,9 +131,34 @@ def read_journaled(run_root: Path) -> Journaled:
     return Journaled(started, ended, episodes, allocation)
 
 
-def checked(spec: CampaignSpec) -> tuple[Scenario, Plan]:
-    scenario, schedule = prepare_scenario(spec)
-    run = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
+@dataclass(frozen=True)
+class Prepared:
+    """A campaign read and checked once: what every later step takes, instead of reading again.
+
+    The method is made once, the scenario and its plan are read once, and the
+    journal is read once (``entries``, empty for a new run): the resume's checks,
+    the actors' restored state and the start record all come from them.
+    """
+
+    spec: CampaignSpec
+    run: RunDir
+    scenario: Scenario
+    plan: Plan
+    method: Method
+    entries: tuple[Entry, ...] = ()
+    journaled: Journaled = Journaled()
+
+
+def checked(spec: CampaignSpec) -> Prepared:
+    """The campaign checked whole and read once; nothing written.
+
+    Raises:
+        ConfigError: as :func:`check_campaign`.
+    """
+    method = make_method(spec.method)
+    scenario, schedule = prepare_scenario(spec, method)
+    run = RunDir(spec.runs, spec.tag, spec.scenario, method.name)
+    entries: tuple[Entry, ...] = ()
     if run.root.exists() and not spec.resume:
         never = not read_journaled(run.root).started
         raise ConfigError(
@@ -140,10 +174,11 @@ def checked(spec: CampaignSpec) -> tuple[Scenario, Plan]:
                 f"{run.root} has no campaign to resume", hint="check --runs and --tag"
             )
         refuse_if_locked(run.root)
-        check_resume(spec, read_journaled(run.root))
+        entries = _entries(run.root)
+        check_resume(spec, journaled_of(entries))
     if spec.wm_port is not None:
         check_ports(spec.wm_port)
-    return scenario, schedule
+    return Prepared(spec, run, scenario, schedule, method, entries, journaled_of(entries))
 
 
 # Where the campaign's inputs live on this machine, not what they are: a resume may find
@@ -216,9 +251,9 @@ def spent_or_evidenced(run_root: Path) -> str:
     return ""
 
 
-def prepare_run(spec: CampaignSpec) -> RunDir:
+def prepare_run(prepared: Prepared) -> RunDir:
     """The run directory's layout, made (once the campaign is checked)."""
-    run = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
+    run = prepared.run
     run.root.parent.mkdir(parents=True, exist_ok=True)
     run.root.mkdir(mode=0o700, exist_ok=True)  # private: its traces hold prompts and spend
     for path in (run.evidence, run.results.parent, run.checkout / "versions" / "v0"):
@@ -226,10 +261,9 @@ def prepare_run(spec: CampaignSpec) -> RunDir:
     return run
 
 
-def prepare_scenario(spec: CampaignSpec) -> tuple[Scenario, Plan]:
+def prepare_scenario(spec: CampaignSpec, method: Method) -> tuple[Scenario, Plan]:
     """The scenario and its schedule, once checked that this build can run them."""
     scenario = read_scenario(spec.dataset, spec.scenario)
-    method = make_method(spec.method)
     schedule = plan(
         scenario,
         spec.train_split,

@@ -60,8 +60,9 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     Raises:
         ConfigError: no such campaign, or another manual test run holds it.
     """
-    scenario, schedule = prepare_scenario(spec)
-    campaign = RunDir(spec.runs, spec.tag, spec.scenario, make_method(spec.method).name)
+    asked, method = spec.method, make_method(spec.method)
+    scenario, schedule = prepare_scenario(spec, method)
+    campaign = RunDir(spec.runs, spec.tag, spec.scenario, method.name)
     if not campaign.journal.is_dir():
         raise ConfigError(
             f"{campaign.root} holds no campaign to test",
@@ -83,11 +84,13 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     for model in models:
         check_model(spec, model)
     await probe_endpoints(spec, models)  # before anything is written
-    manual = RunDir(campaign.root, "manual", spec.scenario, make_method(spec.method).name)
+    if began.method != asked:  # the campaign's own method, as it learned
+        method = make_method(began.method)
+    manual = RunDir(campaign.root, "manual", spec.scenario, method.name)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
     with campaign_lock(manual.root):
-        shared = Shared(spec, manual, scenario, schedule)
+        shared = Shared(spec, manual, scenario, schedule, method)
         # The campaign's checkpoints, as its journal says they are now (read only); the
         # manual run's own episodes, from its own journal.
         interrupted = await anyio.to_thread.run_sync(lambda: restore(shared, checkpoints=campaign))
@@ -101,7 +104,9 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
         ) as tree:
             await end_interrupted(shared, tree.journal, interrupted)
             tested, skipped, earlier = await _test_ready_windows(shared, tree)
-    await anyio.to_thread.run_sync(write_outputs, manual, spec)
+    await anyio.to_thread.run_sync(
+        lambda: write_outputs(manual, spec, method, scenario, shared.records())
+    )
     return ManualReport(manual, tested, skipped, earlier)
 
 

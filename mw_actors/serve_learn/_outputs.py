@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -19,10 +20,10 @@ from .._metering import ledger_lines
 from ..provider import (
     LOCAL_PRICES,
 )
-from ._methods import Method, make_method
+from ._methods import Method
 from ._play import Budget
 from ._protocol import episode_record
-from ._scenario import Task, read_scenario
+from ._scenario import Scenario, Task
 from ._schedule import Plan
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from .records import (
@@ -75,7 +76,9 @@ def stamp_run_log(
         )
 
 
-def _row(spec: CampaignSpec, method: Method, rec: EpisodeEnded, task: Task) -> dict[str, Any]:
+def _row(
+    spec: CampaignSpec, method: Method, rec: EpisodeEnded, task: Task, made: Mapping[str, str]
+) -> dict[str, Any]:
     """An episode's results row, as ServeLearnBench's runner writes it, plus mw's fields."""
     labels = rec.labels
     tokens = rec.tokens or {"input": rec.input_tokens, "output": rec.output_tokens}
@@ -100,19 +103,31 @@ def _row(spec: CampaignSpec, method: Method, rec: EpisodeEnded, task: Task) -> d
         **rec.extra,  # the method's row_extra
     }
     if rec.phase == "serving" and method.learns:
-        row["record"] = episode_record(task.instruction, rec.trace, rec.reward)
+        row["record"] = made.get(rec.task_id) or episode_record(
+            task.instruction, rec.trace, rec.reward
+        )
     row["checkpoint"] = rec.checkpoint  # mw's: the version the episode ran on
     row["status"] = rec.status  # mw's: unknown (a dead process left it) is never a score
     return row
 
 
-def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
-    """Results JSONL (the benchmark runner's rows), the final card, the learner's ledger summary."""
+def write_outputs(
+    run: RunDir,
+    spec: CampaignSpec,
+    method: Method,
+    scenario: Scenario,
+    records: Mapping[str, str] | None = None,
+) -> None:
+    """Results JSONL (the benchmark runner's rows), the final card, the learner's ledger summary.
+
+    ``records``: the serving episodes' records already made (by task id), reused; the
+    others are made here. The journal is read here once, at the end: it holds every
+    episode, those of earlier processes too.
+    """
     entries = read_journal(run.journal, CAMPAIGN_RECORDS)
     ended = [e.rec for e in entries if isinstance(e.rec, EpisodeEnded)]
     ended.sort(key=lambda r: (r.phase != "serving", r.window, r.timestamp, r.task_id))
-    method = make_method(spec.method)
-    scenario = read_scenario(spec.dataset, spec.scenario)
+    made = records or {}
     tasks = {t.task_id: t for t in [*scenario.serving, *scenario.test]}
     lines: list[dict[str, Any]] = [
         {
@@ -131,7 +146,7 @@ def write_outputs(run: RunDir, spec: CampaignSpec) -> None:
             }
         }
     ]
-    lines += [_row(spec, method, rec, tasks[rec.task_id]) for rec in ended]
+    lines += [_row(spec, method, rec, tasks[rec.task_id], made) for rec in ended]
     meters.write_atomically(run.results, b"".join(json.dumps(x).encode() + b"\n" for x in lines))
     learned = [e.rec for e in entries if isinstance(e.rec, BlockLearned)]
     if learned:

@@ -8,13 +8,14 @@ both a campaign's resume and manual test mode use.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import anyio.abc
 
-from .._core import ActorRef, Journal, read_journal
-from ._methods import Method, Session, make_method
+from .._core import ActorRef, Entry, Journal, read_journal
+from ._methods import Method, Session
 from ._play import Player
 from ._players import make_player
 from ._protocol import episode_record
@@ -69,12 +70,14 @@ class Versions:
 class Shared:
     """What the campaign's actors share: the scenario, the schedule, the state so far."""
 
-    def __init__(self, spec: CampaignSpec, run: RunDir, scenario: Scenario, schedule: Plan) -> None:
+    def __init__(
+        self, spec: CampaignSpec, run: RunDir, scenario: Scenario, schedule: Plan, method: Method
+    ) -> None:
         self.spec = spec
         self.run = run
         self.scenario = scenario
         self.plan = schedule
-        self.method: Method = make_method(spec.method)
+        self.method = method
         # A real scenario plays in ServeLearnBench's own package and loop; the synthetic
         # one in mw's, from its export.
         self.player: Player = make_player(spec.dataset, spec.scenario)
@@ -107,6 +110,10 @@ class Shared:
             found = served_episode(task, ended, block)
             self._served[task.task_id] = found
         return found
+
+    def records(self) -> dict[str, str]:
+        """The episode records made so far, by task id: the results file reuses them."""
+        return {task_id: served.record for task_id, served in self._served.items()}
 
     def serving_blocks(self) -> list[list[Task]]:
         if not self.plan.learns:
@@ -142,12 +149,15 @@ def ended_unknown(task: Task, started: EpisodeStarted) -> EpisodeEnded:
     )
 
 
-def restore(shared: Shared, *, checkpoints: RunDir | None = None) -> list[EpisodeStarted]:
+def restore(
+    shared: Shared, entries: Sequence[Entry] | None = None, *, checkpoints: RunDir | None = None
+) -> list[EpisodeStarted]:
     """Rebuild what the journal says was done (resume after a crash or a stop).
 
-    ``checkpoints`` is the run whose learned versions are used, when it is not
-    ``shared.run`` itself (manual test mode tests a campaign's versions and keeps
-    its own episodes); its journal is only read.
+    ``entries``: the run's journal as already read (:class:`._checks.Prepared`); None
+    reads it here. ``checkpoints`` is the run whose learned versions are used, when
+    it is not ``shared.run`` itself (manual test mode tests a campaign's versions and
+    keeps its own episodes); its journal is only read.
 
     Returns the episodes that were started and never ended.
     """
@@ -158,10 +168,12 @@ def restore(shared: Shared, *, checkpoints: RunDir | None = None) -> list[Episod
             for entry in read_journal(checkpoints.journal, CAMPAIGN_RECORDS):
                 if isinstance(entry.rec, BlockLearned):
                     shared.versions.publish(entry.rec.version, source.version_dir(entry.rec.digest))
-    if not shared.run.journal.is_dir():
-        return []
+    if entries is None:
+        if not shared.run.journal.is_dir():
+            return []
+        entries = read_journal(shared.run.journal, CAMPAIGN_RECORDS)
     started: list[EpisodeStarted] = []
-    for entry in read_journal(shared.run.journal, CAMPAIGN_RECORDS):
+    for entry in entries:
         rec = entry.rec
         if isinstance(rec, EpisodeStarted):
             started.append(rec)

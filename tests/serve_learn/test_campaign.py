@@ -204,6 +204,44 @@ async def test_a_resume_after_every_block_was_learned_still_ends(
     assert max(Counter(e.task_id for e in _ended(run.journal)).values()) == 1
 
 
+async def test_a_resume_builds_its_method_once_and_reads_its_journal_once_before_the_end(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prepared once: the checks, the restored state and the start record share one reading.
+
+    The journal is read once more at the end, for the results (every episode, those of
+    the process before too); the results reuse the records the learner was given.
+    """
+    spec = CampaignSpec(
+        tag="once", scenario="synthetic_l1", dataset=dataset, runs=tmp_path, train_split=12
+    )
+    run = await run_campaign(spec)
+    before = run.results.read_bytes()
+    segment = sorted(run.journal.glob("*.jsonl"))[-1]
+    lines = segment.read_bytes().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if b'"serve_learn.block_learned"' in line)
+    segment.write_bytes(b"".join(lines[: last + 1]))  # as a kill just after the block
+    calls: Counter[str] = Counter()
+
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("mw_actors")]:
+        for name in ("make_method", "read_journal"):
+            if callable(getattr(module, name, None)):
+                monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
+    with anyio.fail_after(60):
+        await run_campaign(dataclasses.replace(spec, resume=True))
+    assert calls == {"make_method": 1, "read_journal": 2}
+    assert _status(tmp_path, "once")["state"] == "completed"
+    records = [json.loads(line).get("record") for line in before.splitlines()]
+    assert [r.get("record") for r in _rows(run.results)] == records[1:]  # the config first
+
+
 def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
     base = [
         sys.executable,
