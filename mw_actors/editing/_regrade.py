@@ -22,7 +22,7 @@ from .._reserver import BUDGET_RECORDS
 from ._campaign import CampaignOptions, grade_request, retained_inputs, run_grader, write_receipt
 from ._config import BenchmarkConfig
 from ._grading import Scores
-from ._report import load_receipt, read_run
+from ._report import RunEvidence, load_receipt, read_run
 from .records import (
     EDITING_RECORDS,
     ArtifactHashes,
@@ -94,35 +94,7 @@ async def regrade(run: Path, trial_id: str, options: CampaignOptions) -> Regrade
     """
     evidence = read_run(run)
     layout = evidence.layout
-    if trial_id not in evidence.started.trials:
-        known = ", ".join(evidence.started.trials)
-        raise ConfigError(
-            f"{run} has no trial {trial_id!r}; its trials are {known}",
-            hint="trial ids read <task>.<arm>.<index>, e.g. completion.agent.0000",
-        )
-    records = [e.rec for e in evidence.entries if getattr(e.rec, "trial_id", None) == trial_id]
-    exported = next((r for r in records if isinstance(r, TrialExported)), None)
-    if exported is None:
-        raise ConfigError(
-            f"trial {trial_id} exported nothing, so there is nothing to grade",
-            hint="its journal records say how it ended; a regrade never repeats an edit",
-        )
-    export = layout.root / exported.path
-    if not export.is_file() or file_sha256(export) != exported.file_sha256:
-        raise IntegrityError(
-            f"the export of {trial_id} ({export}) does not match its recorded hash"
-        )
-    graded = [r for r in records if isinstance(r, TrialGraded | TrialRegraded)]
-    previous: Receipt | None = None
-    previous_sha: str | None = None
-    if graded:
-        previous_sha = graded[-1].receipt_sha256
-        previous = load_receipt(layout, graded[-1].receipt, previous_sha)
-        _check_inputs(layout.root, previous.inputs)
-        if file_sha256(layout.root / previous.scores) != previous.scores_sha256:
-            raise IntegrityError(
-                f"the per-case scores {previous.scores} do not match their receipt"
-            )
+    exported, previous, previous_sha = _graded_so_far(evidence, run, trial_id)
     config = msgspec.json.decode(layout.config.read_bytes(), type=BenchmarkConfig)
     task = trial_id.split(".")[0]
     number, _ = layout.next_receipt(trial_id, "regrade")
@@ -197,3 +169,45 @@ async def regrade(run: Path, trial_id: str, options: CampaignOptions) -> Regrade
         comparison=comparison,
         means=result.means,
     )
+
+
+def _graded_so_far(
+    evidence: RunEvidence, run: Path, trial_id: str
+) -> tuple[TrialExported, Receipt | None, str | None]:
+    """The trial's export, checked against its hash; its latest receipt, checked, if any.
+
+    Raises:
+        ConfigError: no such trial, or it has no export to grade.
+        IntegrityError: the export, the receipt's inputs or its scores were changed.
+    """
+    layout = evidence.layout
+    if trial_id not in evidence.started.trials:
+        known = ", ".join(evidence.started.trials)
+        raise ConfigError(
+            f"{run} has no trial {trial_id!r}; its trials are {known}",
+            hint="trial ids read <task>.<arm>.<index>, e.g. completion.agent.0000",
+        )
+    records = [e.rec for e in evidence.entries if getattr(e.rec, "trial_id", None) == trial_id]
+    exported = next((r for r in records if isinstance(r, TrialExported)), None)
+    if exported is None:
+        raise ConfigError(
+            f"trial {trial_id} exported nothing, so there is nothing to grade",
+            hint="its journal records say how it ended; a regrade never repeats an edit",
+        )
+    export = layout.root / exported.path
+    if not export.is_file() or file_sha256(export) != exported.file_sha256:
+        raise IntegrityError(
+            f"the export of {trial_id} ({export}) does not match its recorded hash"
+        )
+    graded = [r for r in records if isinstance(r, TrialGraded | TrialRegraded)]
+    previous: Receipt | None = None
+    previous_sha: str | None = None
+    if graded:
+        previous_sha = graded[-1].receipt_sha256
+        previous = load_receipt(layout, graded[-1].receipt, previous_sha)
+        _check_inputs(layout.root, previous.inputs)
+        if file_sha256(layout.root / previous.scores) != previous.scores_sha256:
+            raise IntegrityError(
+                f"the per-case scores {previous.scores} do not match their receipt"
+            )
+    return exported, previous, previous_sha

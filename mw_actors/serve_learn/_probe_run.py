@@ -34,8 +34,8 @@ from .._core import read_journal
 from ._actors import UNSCORED
 from ._probe import Lookups, Ranker, nearest_success_ranker, play_test, required_parameters
 from ._run_report import WindowScores, window_scores
-from ._scenario import read_scenario
-from ._schedule import plan
+from ._scenario import Scenario, read_scenario
+from ._schedule import Plan, plan
 from ._spec import CAMPAIGN_RECORDS
 from ._state import served_episode
 from ._synthetic import is_synthetic
@@ -117,6 +117,77 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
         ConfigError: ``root`` holds no campaign that started, its scenario is mw's
             synthetic one, the method ranks no actions, or the dataset is gone.
     """
+    records, began, knowledge = _probed_campaign(root)
+    from ._slb import SlbScenario
+
+    slb = SlbScenario(began.scenario)  # refused in one line without the package
+    settings = began.settings or {}
+    where = dataset or Path(str(settings.get("dataset") or ""))
+    if not str(where) or not where.is_dir():
+        raise ConfigError(
+            f"the scenario's dataset {str(where) or '(not recorded)'} is not there",
+            hint="pass --dataset DIR (slb export-data --out DIR writes it)",
+        )
+    scenario = read_scenario(where, began.scenario)
+    schedule = plan(scenario, settings.get("train_split"), schedule=settings.get("schedule", "mw"))
+    ended = {r.task_id: r for r in records if isinstance(r, EpisodeEnded)}
+    versions = {0: root / began.tag / "checkout" / "versions" / "v0"}
+    versions |= {
+        r.version: root / began.tag / "checkout" / "versions" / r.digest
+        for r in records
+        if isinstance(r, BlockLearned)
+    }
+    served = _served(scenario, schedule, ended)
+    player = _Player(slb)
+    windows: list[ProbeWindow] = []
+    skipped: list[ProbeSkip] = []
+    rows: list[dict[str, Any]] = []
+    for window in schedule.windows:
+        tests = [t for t in scenario.test if t.window == window.window]
+        version = window.test_version
+        if version not in versions:
+            reason = f"its checkpoint v{version} is not learned yet"
+            skipped += [ProbeSkip(t.task_id, window.window, reason) for t in tests]
+            continue
+        known = [s for s in served if s.block < version]
+        rank = knowledge(versions[version], [c for c in map(case_of, known) if c is not None])
+        lookups = Lookups.learn([parse_record(s.record) for s in known])
+        played = []
+        for task in tests:
+            reward, reason = player.play(task.task_id, rank, lookups)
+            if reason:
+                skipped.append(ProbeSkip(task.task_id, window.window, reason))
+            played.append(player.row(task.task_id, reward))
+        scores = slb.scoring.setting_scores(played)
+        hidden, full = _rounded(scores["hidden"]), _rounded(scores["fully_specified"])
+        windows.append(ProbeWindow(window.window, version, hidden, full, len(tests)))
+        rows += played
+    overall = slb.scoring.setting_scores(rows)
+    report = ProbeReport(
+        method=began.method,
+        scenario=began.scenario,
+        hidden=_rounded(overall["hidden"]),
+        fully_specified=_rounded(overall["fully_specified"]),
+        windows=windows,
+        skipped=skipped,
+    )
+    tested = [
+        {"phase": "test", "category": r.category, "reward": r.reward}
+        for r in ended.values()
+        if r.phase == "test"
+    ]
+    own = slb.scoring.setting_scores(tested)
+    return report, RunScores(
+        _rounded(own["hidden"]), _rounded(own["fully_specified"]), window_scores(records)
+    )
+
+
+def _probed_campaign(root: Path) -> tuple[list[Any], ServeLearnStarted, Knowledge]:
+    """The journal's records of the campaign in ``root``, its start, and its method's knowledge.
+
+    Raises:
+        ConfigError: as :func:`probe_run`, before the scenario is read.
+    """
     journal = root / "journal"
     if not journal.is_dir():
         raise ConfigError(
@@ -141,25 +212,11 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
             f"method {began.method!r} ranks no actions, so the probe cannot play its knowledge",
             hint=f"the probe plays runs of {', '.join(PROBED_METHODS)}",
         )
-    from ._slb import SlbScenario
+    return records, began, knowledge
 
-    slb = SlbScenario(began.scenario)  # refused in one line without the package
-    settings = began.settings or {}
-    where = dataset or Path(str(settings.get("dataset") or ""))
-    if not str(where) or not where.is_dir():
-        raise ConfigError(
-            f"the scenario's dataset {str(where) or '(not recorded)'} is not there",
-            hint="pass --dataset DIR (slb export-data --out DIR writes it)",
-        )
-    scenario = read_scenario(where, began.scenario)
-    schedule = plan(scenario, settings.get("train_split"), schedule=settings.get("schedule", "mw"))
-    ended = {r.task_id: r for r in records if isinstance(r, EpisodeEnded)}
-    versions = {0: root / began.tag / "checkout" / "versions" / "v0"}
-    versions |= {
-        r.version: root / began.tag / "checkout" / "versions" / r.digest
-        for r in records
-        if isinstance(r, BlockLearned)
-    }
+
+def _served(scenario: Scenario, schedule: Plan, ended: dict[str, EpisodeEnded]) -> list[Served]:
+    """What the campaign's learner was given: the scored serving episodes, by block."""
     cases = scenario.serving[: schedule.serving_total]
     served: list[Served] = []
     for block, end in enumerate(schedule.block_ends[: schedule.blocks]):
@@ -167,55 +224,7 @@ def probe_run(root: Path, *, dataset: Path | None = None) -> tuple[ProbeReport, 
             found = ended.get(task.task_id)
             if found is not None and found.phase == "serving" and found.status not in UNSCORED:
                 served.append(served_episode(task, found, block))
-    player = _Player(slb)
-    windows: list[ProbeWindow] = []
-    skipped: list[ProbeSkip] = []
-    rows: list[dict[str, Any]] = []
-    for window in schedule.windows:
-        tests = [t for t in scenario.test if t.window == window.window]
-        version = window.test_version
-        if version not in versions:
-            reason = f"its checkpoint v{version} is not learned yet"
-            skipped += [ProbeSkip(t.task_id, window.window, reason) for t in tests]
-            continue
-        known = [s for s in served if s.block < version]
-        rank = knowledge(versions[version], [c for c in map(case_of, known) if c is not None])
-        lookups = Lookups.learn([parse_record(s.record) for s in known])
-        played = []
-        for task in tests:
-            reward, reason = player.play(task.task_id, rank, lookups)
-            if reason:
-                skipped.append(ProbeSkip(task.task_id, window.window, reason))
-            played.append(player.row(task.task_id, reward))
-        scores = slb.scoring.setting_scores(played)
-        windows.append(
-            ProbeWindow(
-                window.window,
-                version,
-                _rounded(scores["hidden"]),
-                _rounded(scores["fully_specified"]),
-                len(tests),
-            )
-        )
-        rows += played
-    overall = slb.scoring.setting_scores(rows)
-    report = ProbeReport(
-        method=began.method,
-        scenario=began.scenario,
-        hidden=_rounded(overall["hidden"]),
-        fully_specified=_rounded(overall["fully_specified"]),
-        windows=windows,
-        skipped=skipped,
-    )
-    tested = [
-        {"phase": "test", "category": r.category, "reward": r.reward}
-        for r in ended.values()
-        if r.phase == "test"
-    ]
-    own = slb.scoring.setting_scores(tested)
-    return report, RunScores(
-        _rounded(own["hidden"]), _rounded(own["fully_specified"]), window_scores(records)
-    )
+    return served
 
 
 def _rounded(score: float | None) -> float | None:

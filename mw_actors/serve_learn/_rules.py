@@ -321,26 +321,8 @@ def _split(
     base = _gini(total)
     if base <= 1e-9 or len(wins) < 2 * MIN_LEAF:
         return None
-    # One pass over the facts: each fact's numbers (in the rows' order), and each
-    # (fact, category)'s weight by outcome with its count last.
     width = len(total)
-    numeric: dict[str, list[tuple[float, int, float]]] = {}
-    counted: dict[tuple[str, str], list[float]] = {}
-    alike: dict[tuple[int, float], Counter[tuple[str, str]]] = {}  # by outcome and weight
-    for row, label, weight in wins:
-        for key, number in row.numbers:
-            if key in numeric:
-                numeric[key].append((number, label, weight))
-            else:
-                numeric[key] = [(number, label, weight)]
-        alike.setdefault((label, weight), Counter()).update(row.categories)
-    for (label, weight), pairs in alike.items():
-        for pair, many in pairs.items():
-            counts = counted.get(pair)
-            if counts is None:
-                counts = counted[pair] = [0.0] * (width + 1)
-            counts[label] += weight * many
-            counts[width] += many
+    numeric, counted = _tallies(wins, width)
     seen: set[tuple[str, str]] = set()
     for row in rows:
         seen.update(row.categories)
@@ -411,6 +393,34 @@ def _split(
                 found.append((both, label, weight))
         sweep(name, found)
     return None if best is None else best[1:]
+
+
+def _tallies(
+    wins: Sequence[tuple[Row, int, float]], width: int
+) -> tuple[dict[str, list[tuple[float, int, float]]], dict[tuple[str, str], list[float]]]:
+    """One pass over the facts of the successes (row, outcome index, weight).
+
+    Each fact's numbers, in the rows' order, as (number, outcome, weight); and each
+    (fact, category)'s weight by outcome, with its count last.
+    """
+    numeric: dict[str, list[tuple[float, int, float]]] = {}
+    counted: dict[tuple[str, str], list[float]] = {}
+    alike: dict[tuple[int, float], Counter[tuple[str, str]]] = {}  # by outcome and weight
+    for row, label, weight in wins:
+        for key, number in row.numbers:
+            if key in numeric:
+                numeric[key].append((number, label, weight))
+            else:
+                numeric[key] = [(number, label, weight)]
+        alike.setdefault((label, weight), Counter()).update(row.categories)
+    for (label, weight), pairs in alike.items():
+        for pair, many in pairs.items():
+            counts = counted.get(pair)
+            if counts is None:
+                counts = counted[pair] = [0.0] * (width + 1)
+            counts[label] += weight * many
+            counts[width] += many
+    return numeric, counted
 
 
 def anchors_of(manual: str) -> tuple[float, ...]:
