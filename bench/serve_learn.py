@@ -236,8 +236,10 @@ def bench_slb(args: argparse.Namespace) -> None:
     print(
         "\nwork / 8: the episodes' summed durations over 8 workers, the least wall-clock any"
         " order of them at 8 at a time can take; floor vs slb: that bound over slb run's;"
-        " peak: the most episodes in flight at once (mw's serving and tests each hold up"
-        " to --concurrency)."
+        " peak: the most episodes between their start and end records in mw's journal"
+        " (--concurrency bounds the episodes playing; one frees its slot when its play"
+        " ends, before its evidence and end record are written, so the journal overlaps"
+        " them)."
     )
 
 
