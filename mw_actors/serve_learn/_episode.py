@@ -67,6 +67,16 @@ async def serve_episode(
         except ProviderRefused as exc:  # every attempt failed: ended, never scored
             log.warning("episode_failed", task=task.task_id, error=exc.message)
             played = Played(status="failed", reward=0.0, trace=[], tokens={})
+        # In flight until its end record is durable: the slot is held through it, so the
+        # journal never shows more than ``concurrency`` episodes between start and end.
+        await _end(shared, journal, task, phase, version, played)
+    shared.overhead.append(time.perf_counter() - began - queued - played.provider_seconds)
+
+
+async def _end(
+    shared: Shared, journal: Journal, task: Task, phase: str, version: int, played: Played
+) -> None:
+    """Keep an episode's evidence and journal its one terminal record."""
     if played.status == "budget_blocked":
         shared.blocked.set()
     evidence = shared.run.evidence / f"{task.task_id}.json"
@@ -110,4 +120,3 @@ async def serve_episode(
     )
     await journal.append(ended)  # the evidence is durable here: the trace is in the record
     shared.ended[task.task_id] = ended
-    shared.overhead.append(time.perf_counter() - began - queued - played.provider_seconds)

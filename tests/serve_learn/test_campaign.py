@@ -155,6 +155,37 @@ async def test_a_learner_crash_is_restarted_and_the_block_learned_once(
     assert [e.rec.state for e in entries if isinstance(e.rec, ServeLearnEnded)] == ["completed"]
 
 
+async def test_the_journal_never_holds_more_than_concurrency_episodes_in_flight(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """--concurrency N bounds the episodes between their start and end records, all phases.
+
+    An episode that freed its slot before its end record was durable let the next one
+    start beside it: the journal showed 6 in flight at N = 4, 15 at N = 8.
+    """
+    from mw_actors.provider import Latency
+
+    spec = CampaignSpec(
+        tag="bounded",
+        scenario="synthetic_l1",
+        dataset=dataset,
+        runs=tmp_path,
+        train_split=24,
+        concurrency=3,
+        latency=Latency(first_token_seconds=0.01),  # episodes overlap, as with a provider
+    )
+    run = await run_campaign(spec)
+    inside, most, phases = 0, 0, set()
+    for entry in read_journal(run.journal, RECORDS):  # in the order they were appended
+        if isinstance(entry.rec, EpisodeStarted):
+            inside += 1
+            phases.add(entry.rec.phase)
+        elif isinstance(entry.rec, EpisodeEnded):
+            inside -= 1
+        most = max(most, inside)
+    assert most == 3 and phases == {"serving", "test"}
+
+
 async def test_a_budget_that_runs_out_stops_cleanly_and_still_scores(
     dataset: Path, tmp_path: Path
 ) -> None:
