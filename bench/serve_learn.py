@@ -202,8 +202,8 @@ def bench_slb(args: argparse.Namespace) -> None:
                 same = _episodes(run.results) == theirs
                 overhead = f"{finished['runtime_overhead_ms_mean']:.2f} ms"
                 # No run of these episodes at 8 at a time can end sooner than their work / 8.
-                # mw's serving and tests each hold up to 8 (two pools): `peak` is how many
-                # were in flight at once.
+                # `peak`: the most between their start and end records (at most 8, serving
+                # and tests together).
                 work, peak = _episode_seconds(run.root / "journal")
                 floor = (work / 8, peak)
                 label = f"mw slb:{method} --schedule {schedule}"
@@ -237,9 +237,8 @@ def bench_slb(args: argparse.Namespace) -> None:
         "\nwork / 8: the episodes' summed durations over 8 workers, the least wall-clock any"
         " order of them at 8 at a time can take; floor vs slb: that bound over slb run's;"
         " peak: the most episodes between their start and end records in mw's journal"
-        " (--concurrency bounds the episodes playing; one frees its slot when its play"
-        " ends, before its evidence and end record are written, so the journal overlaps"
-        " them)."
+        " (--concurrency bounds them: an episode holds its slot until its end record is"
+        " durable)."
     )
 
 

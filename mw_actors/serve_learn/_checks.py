@@ -6,6 +6,7 @@ checked before anything is written; a refusal is one :class:`ConfigError`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -146,7 +147,11 @@ class Prepared:
     plan: Plan
     method: Method
     entries: tuple[Entry, ...] = ()
-    journaled: Journaled = Journaled()
+
+    @functools.cached_property
+    def journaled(self) -> Journaled:
+        """What ``entries`` say of the campaign, as a resume needs it."""
+        return journaled_of(self.entries)
 
 
 def checked(spec: CampaignSpec) -> Prepared:
@@ -175,10 +180,12 @@ def checked(spec: CampaignSpec) -> Prepared:
             )
         refuse_if_locked(run.root)
         entries = _entries(run.root)
-        check_resume(spec, journaled_of(entries))
+    prepared = Prepared(spec, run, scenario, schedule, method, entries)
+    if spec.resume:
+        check_resume(spec, prepared.journaled)
     if spec.wm_port is not None:
         check_ports(spec.wm_port)
-    return Prepared(spec, run, scenario, schedule, method, entries, journaled_of(entries))
+    return prepared
 
 
 # Where the campaign's inputs live on this machine, not what they are: a resume may find
