@@ -49,6 +49,7 @@ from mw_actors.grid import (  # noqa: E402
 )
 from mw_actors.grid.records import CellEnded, CellStarted  # noqa: E402
 from mw_actors.journal import read_journal  # noqa: E402
+from mw_actors.kinds import GridContext  # noqa: E402
 from mw_actors.metering import BUDGET_RECORDS  # noqa: E402
 from mw_actors.serve_learn import (  # noqa: E402
     CAMPAIGN_RECORDS,
@@ -122,7 +123,7 @@ def one_way(way: str, path: Path, runs: Path, parallel: int) -> dict[str, object
         else:
             executor = LocalExecutor(parallel)
         grid = load_grid(path)
-        anyio.run(lambda: run_grid(grid, runs, ENVIRON, executor=executor))
+        anyio.run(lambda: run_grid(grid, runs, GridContext(ENVIRON), executor=executor))
         wall = time.perf_counter() - started
         if way == "ray":
             import ray

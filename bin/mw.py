@@ -472,9 +472,7 @@ def _grid_run(args: argparse.Namespace) -> int:
     import msgspec
 
     from meters import parse_usd
-    from mw_actors.editing import load_config
     from mw_actors.grid import (
-        EditGridSpec,
         GridPlace,
         LocalExecutor,
         RayExecutor,
@@ -482,34 +480,47 @@ def _grid_run(args: argparse.Namespace) -> int:
         load_grid,
         run_grid,
     )
+    from mw_actors.kinds import GridContext
 
     grid = load_grid(args.grid)
     if args.allocation is not None:
         grid = msgspec.structs.replace(grid, allocation_usd=parse_usd(args.allocation))
-    editing = None
-    if isinstance(grid, EditGridSpec):  # its cells run as `wsm benchmark run` runs them
-        editing = editing_options(args.local_trusted, load_config(Path(grid.config)))
-    elif args.local_trusted:
-        raise ConfigError("--local-trusted is for an editing grid", hint="drop it")
+    settings = _GRID_SETTINGS.get(str(grid.kind), _no_grid_settings)(args, grid)
     runs = _runs_dir(args.runs or grid.runs)
+    run = partial(run_grid, grid, runs, GridContext(os.environ, settings))
     parallel = args.max_parallel or grid.max_parallel or 1
     if args.executor == "ray":
         ray = RayExecutor(parallel, address=args.address)
         ray.connect()  # in the main thread: Ray installs signal handlers
         try:
-            run = partial(run_grid, grid, runs, os.environ, executor=ray, editing=editing)
-            outcomes = anyio.run(run)
+            outcomes = anyio.run(partial(run, executor=ray))
         finally:
             ray.close()
     else:
         if args.address:
             raise ConfigError("--address names a Ray cluster", hint="add --executor ray")
-        local = LocalExecutor(parallel)
-        run = partial(run_grid, grid, runs, os.environ, executor=local, editing=editing)
-        outcomes = anyio.run(run)
+        outcomes = anyio.run(partial(run, executor=LocalExecutor(parallel)))
     text, all_ended = describe_run(outcomes, GridPlace(runs, grid.tag).leaderboard)
     print(text)
     return 0 if all_ended else 1
+
+
+def _no_grid_settings(args: argparse.Namespace, grid: Any) -> Any:
+    if args.local_trusted:
+        raise ConfigError(f"--local-trusted is not for a {grid.kind} grid", hint="drop it")
+
+
+def _editing_grid_settings(args: argparse.Namespace, grid: Any) -> Any:
+    """An editing grid's cells run as `wsm benchmark run` runs them."""
+    from mw_actors.editing import load_config
+
+    return editing_options(args.local_trusted, load_config(Path(grid.config)))
+
+
+# What this program gives each kind's grid cells (GridContext.settings), by kind.
+_GRID_SETTINGS: dict[str, Callable[[argparse.Namespace, Any], Any]] = {
+    "editing": _editing_grid_settings
+}
 
 
 def _grid_status(args: argparse.Namespace) -> int:
@@ -527,7 +538,7 @@ def _grid_report(args: argparse.Namespace) -> int:
     outcomes = grids.grid_outcomes_now(runs, _tag(args.tag))
     # An editing cell's report is rebuilt from its evidence first: a changed checkpoint,
     # receipt or grade refuses the leaderboard, as `wsm benchmark report` refuses the run.
-    grids.verify_edit_cells(grids.GridPlace(runs, args.tag).cells, outcomes)
+    grids.verify_cells(grids.GridPlace(runs, args.tag).cells, outcomes)
     if args.html:
         print(grids.leaderboard_html(outcomes, title=f"grid {args.tag}"), end="")
     elif args.markdown:

@@ -11,7 +11,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Bars", "Point", "Series", "bar_chart", "line_chart", "scatter_chart"]
+__all__ = ["Bars", "Point", "Series", "bar_chart", "html_table", "line_chart", "scatter_chart"]
 
 WIDTH, HEIGHT = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 40  # the legend sits above the plot
@@ -245,3 +245,13 @@ def scatter_chart(
     parts.append(_legend(groups, width))
     parts.append("</svg>")
     return "".join(parts)
+
+
+def html_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain table for the same pages: a header row, then the rows (``-`` for empty)."""
+
+    def cells(values: Sequence[str], tag: str) -> str:
+        return "".join(f"<{tag}>{html.escape(v or '-')}</{tag}>" for v in values)
+
+    body = "".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
+    return f"<table><thead><tr>{cells(columns, 'th')}</tr></thead><tbody>{body}</tbody></table>"

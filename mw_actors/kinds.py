@@ -1,7 +1,7 @@
 """The campaign kinds this program runs, by name: the one registry of them.
 
-The daemon, ``mw status`` and the status a daemon serves look a kind up here
-(:func:`kind_of`) and ask it (``mw_actors._campaign_kind.CampaignKind``); a
+The daemon, ``mw status``, the status a daemon serves and the grids look a kind
+up here (:func:`kind_of`) and ask it (``mw_actors._campaign_kind.CampaignKind``); a
 new kind implements that protocol in its own package and adds one line here.
 """
 
@@ -9,7 +9,21 @@ from __future__ import annotations
 
 from mw_errors import ConfigError
 
-from ._campaign_kind import Bar, CampaignKind, Context, Runner, Section, State, Summary, View
+from ._campaign_kind import (
+    Bar,
+    CampaignKind,
+    CellRunner,
+    Context,
+    Grid,
+    GridContext,
+    GridKind,
+    Outcome,
+    Runner,
+    Section,
+    State,
+    Summary,
+    View,
+)
 from ._core import Record
 from ._reserver import BUDGET_RECORDS
 from .editing import EDITING
@@ -19,7 +33,12 @@ __all__ = [
     "KINDS",
     "Bar",
     "CampaignKind",
+    "CellRunner",
     "Context",
+    "Grid",
+    "GridContext",
+    "GridKind",
+    "Outcome",
     "Runner",
     "Section",
     "State",

@@ -27,6 +27,7 @@ from ._config import (
 from ._datasets import read_cases
 from ._fixture import write_fixture
 from ._grading import GRADER_VERSION, Fingerprint, GradeRequest, GradeResult, serve_one
+from ._grid import EditCell, EditGridSpec, EditJob, EditOutcome, TaskLosses, read_edit_cell
 from ._kind import EDITING, EditingSubmission
 from ._layout import RunLayout
 from ._preflight import PreflightReport, preflight
@@ -44,6 +45,10 @@ __all__ = [
     "ActionsFile",
     "BenchmarkConfig",
     "CampaignOptions",
+    "EditCell",
+    "EditGridSpec",
+    "EditJob",
+    "EditOutcome",
     "EditingSubmission",
     "Fingerprint",
     "Finish",
@@ -59,6 +64,7 @@ __all__ = [
     "RunPython",
     "SnapshotManifest",
     "Student",
+    "TaskLosses",
     "Trial",
     "TrialEnded",
     "Undo",
@@ -74,6 +80,7 @@ __all__ = [
     "preflight",
     "prepare_run",
     "read_cases",
+    "read_edit_cell",
     "regrade",
     "render_html",
     "render_json",

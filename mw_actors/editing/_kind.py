@@ -13,12 +13,13 @@ import msgspec
 import meters
 from mw_errors import ConfigError
 
-from .._campaign_kind import Bar, Context, Runner, State, Summary, View
+from .._campaign_kind import Bar, Context, GridKind, Runner, State, Summary, View
 from .._convert import convert
 from .._core import Entry, Record, open_journal, read_journal
 from .._reserver import BUDGET_RECORDS
 from ._campaign import run_campaign
 from ._config import load_config
+from ._grid import EDITING_GRID
 from .records import EDITING_RECORDS, EditingEnded, EditingStarted, TrialEnded, TrialStarted
 
 __all__ = ["EDITING", "EditingKind", "EditingSubmission"]
@@ -46,6 +47,7 @@ class EditingKind:
     records: Sequence[type[Record]] = EDITING_RECORDS
     started: type[Record] = EditingStarted
     resumable: bool = False  # a trial is never retried: regrade it, or start a new run
+    grid: GridKind | None = EDITING_GRID  # how its grids name, run and read their cells
     progress_keys: tuple[str, ...] = ("trials_done",)
 
     async def prepare(

@@ -1,26 +1,39 @@
-"""Campaign grids: scenarios x methods x models (or students x arms x seeds), one budget.
+"""Campaign grids: the cells of one campaign kind, under one budget.
 
-A grid file names the cells (:func:`load_grid`); :func:`run_grid` runs each
-cell as an ordinary serve-and-learn campaign, through an executor, all of them
-reserving from the grid's one budget, and resumes a grid a killed driver left.
-The leaderboard and the status are rebuilt from the cells' files alone. See
+A serve-and-learn grid's cells are scenarios x methods x models, an editing
+grid's students x arms x seeds.
+
+A grid file names the cells (:func:`load_grid`); its ``kind`` says whose they
+are, and that campaign kind's ``GridKind`` (``mw_actors.kinds``) checks the file,
+runs each cell and reads it back. :func:`run_grid` runs every cell as an
+ordinary campaign of that kind, through an executor, all of them reserving
+from the grid's one budget, and resumes a grid a killed driver left. The
+leaderboard and the status are rebuilt from the cells' files alone. See
 docs/design/grid.md.
 """
 
-from ._editing import (
+from ..editing import (
     EditCell,
     EditGridSpec,
     EditJob,
     EditOutcome,
     TaskLosses,
     read_edit_cell,
-    verify_edit_cells,
 )
-from ._grid_file import load_grid
+from ..serve_learn import (
+    Cell,
+    CellOutcome,
+    GridSpec,
+    cell_flags,
+    cell_tag,
+    curve_svg,
+    read_cell,
+    setting_column,
+)
+from ._grid_file import grid_kind, load_grid
 from ._ray import RayExecutor
 from ._report import (
     Leaderboard,
-    curve_svg,
     describe_run,
     describe_status,
     grid_status,
@@ -28,7 +41,7 @@ from ._report import (
     leaderboard_csv,
     leaderboard_html,
     leaderboard_markdown,
-    setting_column,
+    verify_cells,
 )
 from ._run import (
     CellJob,
@@ -36,7 +49,6 @@ from ._run import (
     GridPlace,
     GridRun,
     LocalExecutor,
-    cell_flags,
     grid_outcomes,
     grid_running,
     in_grid_order,
@@ -44,8 +56,6 @@ from ._run import (
     run_grid,
     run_job,
 )
-from ._serve_learn_cells import CellOutcome, read_cell
-from ._spec import Cell, GridSpec, cell_tag
 from ._view import attach_grid, grid_frame, grid_outcomes_now, grid_status_now, render_grid
 from .records import GRID_RECORDS
 
@@ -73,6 +83,7 @@ __all__ = [
     "describe_run",
     "describe_status",
     "grid_frame",
+    "grid_kind",
     "grid_outcomes",
     "grid_outcomes_now",
     "grid_running",
@@ -91,5 +102,5 @@ __all__ = [
     "run_grid",
     "run_job",
     "setting_column",
-    "verify_edit_cells",
+    "verify_cells",
 ]

@@ -6,8 +6,8 @@
      ├─ grid runtime: reserver (journaled)         ├─ BudgetRelay   a named async actor
      ├─ pump: takes the relay's requests,          │                the driver owns
      │        answers them from the reserver  <────┤
-     └─ cells: N Ray tasks at a time ─────────────>└─ _cell tasks   run_campaign(spec,
-                                                                    budget=CellBudget(relay))
+     └─ cells: N Ray tasks at a time ─────────────>└─ _cell tasks   the cell's runner, its
+                                                                    budget CellBudget(relay)
 
 The budget stays in the driver: one reserver, one journal, the same records and
 the same resume as the local executor. A cell's meters reserve through the
@@ -23,14 +23,13 @@ rules. The cell's host meter writes off, as ``lost``, what the dead one left in
 flight. A driver that dies takes its relay and its tasks with it: the next
 ``mw grid run`` resumes the grid.
 
-The campaign spec travels to the worker as Ray ships arguments, the provider
-keys with it (in the cluster's object store). Ray is an optional extra
+The cell's runner (its kind's: a campaign spec) travels to the worker as Ray
+ships arguments, the provider keys with it (in the cluster's object store). Ray is an optional extra
 (``pip install 'mw[ray]'``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import itertools
 from functools import partial
@@ -41,10 +40,9 @@ import anyio
 import meters
 from mw_errors import ConfigError, MwError
 
+from .._cells import ENDED
 from .._core import get_logger
-from ..serve_learn import CampaignSpec
 from ._budget import CellBudget
-from ._cell_state import ENDED
 from ._run import CellJob, GridRun, in_grid_order, outcome_of, run_job
 from .records import CellEnded, CellStarted
 
@@ -128,12 +126,10 @@ class RelayBudget:
 def _run_cell(job: CellJob, relay: Any) -> None:
     """One cell's campaign, in a Ray worker (the driver reads how it ended from its files).
 
-    A retry after a dead worker finds the cell's run directory and resumes it (an
-    editing cell: sets the interrupted attempt aside and runs a new one).
+    A retry after a dead worker finds the cell's run directory, and its runner resumes
+    it (a serve-and-learn cell) or sets the interrupted attempt aside and runs a new
+    one (an editing cell).
     """
-    spec = job.spec
-    if isinstance(spec, CampaignSpec) and (spec.runs / spec.tag).exists():
-        job = dataclasses.replace(job, spec=dataclasses.replace(spec, resume=True))
     anyio.run(run_job, job, CellBudget(RelayBudget(relay), job.cell.tag))
 
 

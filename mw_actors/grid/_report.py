@@ -1,16 +1,10 @@
-"""The grid's leaderboard and status, rebuilt from its cells' files (no provider call).
+"""A grid's leaderboard, status and page, rebuilt from its cells' files (no provider call).
 
-The leaderboard has ServeLearnBench's ``leaderboard.csv`` columns: ``model``,
-``method``, one column per scenario and category (``banking_H_L1``,
-``banking_F_L1``, ...; ``<scenario>_H`` and ``<scenario>_F`` for a scenario of
-mw's own), ``avg_h``, ``avg_f`` and ``api_cost_usd``. Averages follow the
-benchmark's rule: Avg. H over the nine Hidden scores, Avg. F over the six
-Retail and Banking Fully Specified scores, blank unless all are present. A
-cell whose campaign has no end record reads ``unknown``, never a score. Cost
-is every ledger line of the row's cells: host, learner and judge.
-
-An editing grid's leaderboard has a row per (student, arm) and each task's
-losses over the seeds (see ._editing.edit_leaderboard).
+The grid's kind (``kinds.GridKind``) reads each cell and makes the leaderboard's
+columns and rows: a serve-and-learn grid's has ServeLearnBench's
+``leaderboard.csv`` columns, an editing grid's a row per (student, arm) and
+each task's losses over the seeds. Here they become a CSV, a Markdown table, a
+page and a status, the same way for every kind.
 """
 
 from __future__ import annotations
@@ -18,7 +12,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -27,15 +20,12 @@ import msgspec
 
 import meters
 
-from .._svg import Bars, Series, bar_chart, line_chart
-from ..serve_learn import OFFICIAL_SCENARIOS
-from ._cell_state import ENDED
-from ._editing import EditOutcome, edit_leaderboard
-from ._serve_learn_cells import CellOutcome
+from .._cells import ENDED
+from .._svg import html_table
+from ._grid_file import DEFAULT_KIND, grid_kind
 
 __all__ = [
     "Leaderboard",
-    "curve_svg",
     "describe_run",
     "describe_status",
     "grid_status",
@@ -43,24 +33,8 @@ __all__ = [
     "leaderboard_csv",
     "leaderboard_html",
     "leaderboard_markdown",
-    "setting_column",
+    "verify_cells",
 ]
-
-_OFFICIAL = re.compile(r"^(retail|banking|pitch)_l([123])$")
-
-
-def setting_column(scenario: str, category: str) -> str:
-    """The leaderboard's column for a scenario's category (``hidden``, ``fully_specified``)."""
-    letter = "H" if category == "hidden" else "F"
-    official = _OFFICIAL.match(scenario)
-    if official:
-        return f"{official.group(1)}_{letter}_L{official.group(2)}"
-    return f"{scenario}_{letter}"
-
-
-def _categories(scenario: str) -> tuple[str, ...]:
-    # Every Pitch task is Hidden: the customer's taste is never documented.
-    return ("hidden",) if scenario.startswith("pitch") else ("hidden", "fully_specified")
 
 
 class Leaderboard:
@@ -70,72 +44,17 @@ class Leaderboard:
         self.columns, self.rows = columns, rows
 
 
-def _score(value: float | None) -> str:
-    return "" if value is None else f"{value:.1f}"
+def _kind(outcomes: Sequence[Any]) -> str:
+    """The kind of grid whose cells ``outcomes`` are (each outcome's type says it)."""
+    return outcomes[0].kind if outcomes else DEFAULT_KIND
 
 
-def leaderboard(outcomes: Sequence[CellOutcome | EditOutcome]) -> Leaderboard:
-    """The leaderboard of ``outcomes``: rows in the grid's order of models, then methods.
-
-    An editing grid's: rows (student, arm), each task's losses over the seeds.
-    """
-    if outcomes and isinstance(outcomes[0], EditOutcome):
-        return Leaderboard(*edit_leaderboard([o for o in outcomes if isinstance(o, EditOutcome)]))
-    return _serve_learn_board([o for o in outcomes if isinstance(o, CellOutcome)])
+def leaderboard(outcomes: Sequence[Any]) -> Leaderboard:
+    """The leaderboard of ``outcomes`` (a grid's cells), as their kind makes it."""
+    return Leaderboard(*grid_kind(_kind(outcomes)).leaderboard(outcomes))
 
 
-def _serve_learn_board(outcomes: Sequence[CellOutcome]) -> Leaderboard:
-    scenarios = list(dict.fromkeys(o.scenario for o in outcomes))
-    settings = [(s, c) for s in scenarios for c in _categories(s)]
-    columns = [
-        "model",
-        "method",
-        *(setting_column(s, c) for s, c in settings),
-        "avg_h",
-        "avg_f",
-        "api_cost_usd",
-    ]
-    by_row: dict[tuple[str, str], dict[str, CellOutcome]] = {}
-    models = list(dict.fromkeys(o.model for o in outcomes))
-    for o in sorted(outcomes, key=lambda o: models.index(o.model)):  # stable: methods in order
-        by_row.setdefault((o.model, o.method), {})[o.scenario] = o
-    rows = []
-    for (model, method), cells in by_row.items():
-        row = {"model": model, "method": method}
-        for scenario, category in settings:
-            cell = cells.get(scenario)
-            value = (
-                ""
-                if cell is None
-                else "unknown"
-                if cell.state not in ENDED
-                else _score(getattr(cell, category))
-            )
-            row[setting_column(scenario, category)] = value
-        hidden = [_value(cells, s, "hidden") for s in OFFICIAL_SCENARIOS]
-        full = [_value(cells, s, "fully_specified") for s in OFFICIAL_SCENARIOS[:6]]
-        row["avg_h"] = _mean(hidden)
-        row["avg_f"] = _mean(full)
-        cost = sum((Decimal(c.cost_usd) for c in cells.values()), Decimal(0))
-        row["api_cost_usd"] = meters.usd(cost)
-        rows.append(row)
-    return Leaderboard(columns, rows)
-
-
-def _value(cells: dict[str, CellOutcome], scenario: str, category: str) -> float | None:
-    cell = cells.get(scenario)
-    if cell is None or cell.state not in ENDED:
-        return None
-    value: float | None = getattr(cell, category)
-    return value
-
-
-def _mean(values: list[float | None]) -> str:
-    present = [v for v in values if v is not None]
-    return _score(sum(present) / len(values)) if len(present) == len(values) else ""
-
-
-def leaderboard_csv(outcomes: Sequence[CellOutcome | EditOutcome]) -> str:
+def leaderboard_csv(outcomes: Sequence[Any]) -> str:
     """The leaderboard as ``leaderboard.csv``: a header line, then a row per (model, method)."""
     board = leaderboard(outcomes)
     out = io.StringIO()
@@ -145,121 +64,35 @@ def leaderboard_csv(outcomes: Sequence[CellOutcome | EditOutcome]) -> str:
     return out.getvalue()
 
 
-_NAMES = ("model", "method", "student", "arm")  # a row's name columns (left-aligned)
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text in ("", "unknown")
+    return True
 
 
-def leaderboard_markdown(outcomes: Sequence[CellOutcome | EditOutcome]) -> str:
+def leaderboard_markdown(outcomes: Sequence[Any]) -> str:
+    """The leaderboard as a Markdown table: names left-aligned, figures right-aligned."""
     board = leaderboard(outcomes)
+    named = {c for c in board.columns if not all(_numeric(r[c]) for r in board.rows)}
     lines = [
         "| " + " | ".join(board.columns) + " |",
-        "|" + "|".join("---" if c in _NAMES else "---:" for c in board.columns) + "|",
+        "|" + "|".join("---" if c in named else "---:" for c in board.columns) + "|",
     ]
     lines += ["| " + " | ".join(row[c] or "-" for c in board.columns) + " |" for row in board.rows]
     return "\n".join(lines) + "\n"
 
 
-_SERIES = (("hidden", "Hidden", "#c0392b"), ("fully_specified", "Fully Specified", "#2471a3"))
+def leaderboard_html(outcomes: Sequence[Any], *, title: str) -> str:
+    """A self-contained page: the table, then what the grid's kind shows of its cells.
 
-
-def curve_svg(cell: CellOutcome) -> str:
-    """The cell's learning curve: each tested window's Hidden and Fully Specified score."""
-    if not cell.windows:
-        return "<p class='none'>no window tested yet</p>"
-    series = []
-    for field, label, _ in _SERIES:
-        scored = [(w, getattr(w, field)) for w in cell.windows if getattr(w, field) is not None]
-        series.append(
-            Series(
-                label,
-                [(w.window, v) for w, v in scored],
-                [f"window {w.window}: {label} {v:.1f} ({w.tests} tests)" for w, v in scored],
-                dashed=field == "fully_specified",
-            )
-        )
-    return line_chart(series, x_label="window", y_label="score", y_max=100, width=320, height=170)
-
-
-def _cells(values: Sequence[str], tag: str) -> str:
-    return "".join(f"<{tag}>{html.escape(v or '-')}</{tag}>" for v in values)
-
-
-def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    body = "".join(f"<tr>{_cells(row, 'td')}</tr>" for row in rows)
-    return f"<table><thead><tr>{_cells(columns, 'th')}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _losses_svg(board: Leaderboard) -> str:
-    """Each (student, arm) row's mean task loss per task, as grouped bars."""
-    tasks = [c.removesuffix("_task_loss") for c in board.columns if c.endswith("_task_loss")]
-    groups = [f"{r['student']} · {r['arm']}" for r in board.rows]
-    series = []
-    for task in tasks:
-        values = [_float(r[f"{task}_task_loss"]) for r in board.rows]
-        series.append((task, values))
-    tips = [
-        [
-            f"{r['student']} {r['arm']}: {task} loss {r[f'{task}_task_loss'] or '-'} "
-            f"(sd {r[f'{task}_task_loss_sd'] or '-'}, {r['seeds']} seeds)"
-            for r in board.rows
-        ]
-        for task in tasks
-    ]
-    return bar_chart(Bars(groups, series, tips), x_label="student · arm", y_label="task loss")
-
-
-def _float(value: str) -> float | None:
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def leaderboard_html(outcomes: Sequence[CellOutcome | EditOutcome], *, title: str) -> str:
-    """A self-contained page: the table, and each cell's state, progress and spend.
-
-    A serve-and-learn grid's adds each cell's learning curve; an editing grid's, its
-    rows' task losses as bars.
+    A serve-and-learn grid's: each cell's state, progress, spend and learning curve;
+    an editing grid's: its cells, and its rows' task losses as bars.
     """
     board = leaderboard(outcomes)
-    table = _table(board.columns, [[r[c] for c in board.columns] for r in board.rows])
-    edits = [o for o in outcomes if isinstance(o, EditOutcome)]
-    runs = [o for o in outcomes if isinstance(o, CellOutcome)]
-    if edits:
-        detail = _table(
-            ["cell", "state", "trials ended", "attempts set aside", "cost (USD)"],
-            [
-                [o.tag, o.state, f"{o.trials_ended}/{o.trials}", str(o.attempts), o.cost_usd]
-                for o in edits
-            ],
-        )
-        figures = (
-            "<h2>Task losses</h2><p>each row's mean private-partition loss over its seeds "
-            f"(lower is better; hover a bar for its spread)</p>{_losses_svg(board)}"
-        )
-    else:
-        detail = _table(
-            ["cell", "state", "served", "tested", "cost (USD)"],
-            [
-                [
-                    o.tag,
-                    o.state,
-                    f"{o.served}/{o.serving_total if o.serving_total is not None else '?'}",
-                    str(o.tested),
-                    o.cost_usd,
-                ]
-                for o in runs
-            ],
-        )
-        curves = "".join(
-            f"<figure><figcaption>{html.escape(o.scenario)} · {html.escape(o.method)} · "
-            f"{html.escape(o.model)} <span class='state'>({html.escape(o.state)})</span>"
-            f"</figcaption>{curve_svg(o)}</figure>"
-            for o in runs
-        )
-        figures = (
-            "<h2>Learning curves</h2><p>each tested window's score, on the checkpoint from its "
-            f"boundary (hover a point for its tests)</p>{curves}"
-        )
+    table = html_table(board.columns, [[r[c] for c in board.columns] for r in board.rows])
+    detail = grid_kind(_kind(outcomes)).html(outcomes, board.columns, board.rows)
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
@@ -270,16 +103,12 @@ def leaderboard_html(outcomes: Sequence[CellOutcome | EditOutcome], *, title: st
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
         f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"{table}<h2>Cells</h2>{detail}{figures}</body></html>\n"
+        f"{table}{detail}</body></html>\n"
     )
 
 
 def grid_status(
-    tag: str,
-    outcomes: Sequence[CellOutcome | EditOutcome],
-    allocation: Decimal,
-    *,
-    running: bool,
+    tag: str, outcomes: Sequence[Any], allocation: Decimal, *, running: bool
 ) -> dict[str, Any]:
     """``mw grid status --json``: the grid's state, each cell, the spend against the budget."""
     states = {o.state for o in outcomes}
@@ -300,44 +129,33 @@ def grid_status(
         "spend_usd": meters.usd(spend),
         "allocation_usd": meters.usd(allocation),
     }
-    if any(isinstance(o, EditOutcome) for o in outcomes):
-        status["kind"] = "editing"  # its cells' fields are an editing run's
+    if _kind(outcomes) != DEFAULT_KIND:  # a serve-and-learn grid's status never said its kind
+        status["kind"] = _kind(outcomes)  # what its cells' fields are
     return status
-
-
-def _loss(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
 
 
 def describe_status(status: dict[str, Any]) -> str:
     """``mw grid status``'s lines: the grid's state and spend, then one line per cell."""
+    kind = grid_kind(status.get("kind", DEFAULT_KIND))
     lines = [
         f"grid {status['tag']}: {status['state']}; spend ${status['spend_usd']} of "
         f"${status['allocation_usd']}"
     ]
-    for cell in status["cells"]:
-        if "arm" in cell:  # an editing cell
-            losses = ", ".join(
-                f"{task} loss {_loss(v['task_loss'])} (regression {_loss(v['regression_loss'])})"
-                for task, v in cell["tasks"].items()
-            )
-            aside = f", {cell['attempts']} attempts set aside" if cell["attempts"] else ""
-            lines.append(
-                f"  {cell['tag']}: {cell['state']}, {cell['trials_ended']}/{cell['trials']} "
-                f"trials ended{aside}, {losses}, ${cell['cost_usd']}"
-            )
-            continue
-        lines.append(
-            f"  {cell['tag']}: {cell['state']}, {cell['served']}/{cell['serving_total']} "
-            f"served, {cell['tested']} tested, hidden {cell['hidden']}, fully specified "
-            f"{cell['fully_specified']}, ${cell['cost_usd']}"
-        )
+    lines += [f"  {cell['tag']}: {kind.status_line(cell)}" for cell in status["cells"]]
     return "\n".join(lines)
 
 
-def describe_run(
-    outcomes: Sequence[CellOutcome | EditOutcome], leaderboard_path: Any
-) -> tuple[str, bool]:
+def verify_cells(cells: Any, outcomes: Sequence[Any]) -> None:
+    """Before a report: the ended cells' evidence checked by their kind.
+
+    Raises:
+        IntegrityError: evidence changed after it was recorded (an editing cell's
+            checkpoint, receipt or grade).
+    """
+    grid_kind(_kind(outcomes)).verify(cells, outcomes)
+
+
+def describe_run(outcomes: Sequence[Any], leaderboard_path: Any) -> tuple[str, bool]:
     """What ``mw grid run`` prints at its end, and whether every cell ended."""
     ended = sum(o.state in ENDED for o in outcomes)
     text = f"grid: {ended} of {len(outcomes)} cells ended\nleaderboard: {leaderboard_path}"

@@ -10,9 +10,10 @@
 
 The driver's journal (``<runs>/<grid>/grid-journal``) records the grid's start,
 each cell's start and end, and every reservation. Each cell is an ordinary
-serve-and-learn campaign in ``<runs>/<grid>/cells/<cell>``: its own journal,
-meters, ledgers and results, exactly what ``mw serve-learn run`` writes for it
-(or, in an editing grid, what ``wsm benchmark run`` writes: see ._editing).
+campaign of the grid's kind in ``<runs>/<grid>/cells/<cell>``: its own journal,
+meters, ledgers and results, exactly what that kind's own command writes for it
+(``mw serve-learn run``, ``wsm benchmark run``). The driver asks the kind
+(``kinds.GridKind``) how each cell runs and reads; it never names a kind.
 
 Run again on the same grid, the driver skips the cells that ended and resumes
 the others from their journals: an episode a killed run left in flight ends
@@ -23,8 +24,7 @@ journal and every cell's ledgers, so a restart spends nothing twice.
 from __future__ import annotations
 
 import json
-import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,6 +36,7 @@ import msgspec
 import meters
 from mw_errors import ConfigError, EvidenceError, MwError
 
+from .._cells import ENDED
 from .._core import (
     Actor,
     ActorContext,
@@ -51,32 +52,9 @@ from .._core import (
 )
 from .._lock import LOCK_NAME, campaign_lock, is_locked
 from .._reserver import BUDGET_RECORDS, BudgetReserver, ReserverClient
-from ..editing import CampaignOptions
-from ..serve_learn import (
-    CampaignSpec,
-    Flags,
-    check_campaign,
-    ensure_synthetic,
-    launch_spec,
-    run_campaign,
-)
+from ..kinds import CellRunner, GridContext, Outcome
 from ._budget import CellBudget
-from ._cell_state import ENDED
-from ._editing import (
-    EditCell,
-    EditGridSpec,
-    EditJob,
-    EditOutcome,
-    check_edit_cells,
-    config_path,
-    edit_cell_lines,
-    read_edit_cell,
-    require_options,
-    write_cell_configs,
-)
-from ._grid_file import AnyGrid
-from ._serve_learn_cells import CellOutcome, cell_lines, read_cell
-from ._spec import Cell, GridSpec
+from ._grid_file import DEFAULT_KIND, AnyGrid, grid_kind
 from .records import GRID_RECORDS, CellEnded, CellStarted, GridEnded, GridStarted
 
 __all__ = [
@@ -113,17 +91,14 @@ class GridPlace:
 class CellJob:
     """One cell to run: its campaign, and whether that resumes one begun before."""
 
-    cell: Cell | EditCell
-    spec: CampaignSpec | EditJob
+    cell: Any  # the grid's cell (its ``tag``)
+    runner: CellRunner  # its campaign, as its kind runs it
     resume: bool
 
 
 async def run_job(job: CellJob, budget: meters.Reserver) -> None:
     """The job's campaign, its meters reserving from ``budget`` (the cell's view of it)."""
-    if isinstance(job.spec, EditJob):
-        await job.spec.run(budget)
-    else:
-        await run_campaign(job.spec, budget=budget)
+    await job.runner.run(budget)
 
 
 @dataclass
@@ -233,42 +208,17 @@ async def in_grid_order(
             tg.start_soon(one, job)
 
 
-def cell_flags(grid: GridSpec, cell: Cell) -> Flags:
-    """The flags a cell's campaign runs with: the grid's settings, the cell's axes."""
-    settings = dict(grid.settings)
-    for name in ("config", "dataset"):  # kept as strings in grid.json
-        if name in settings:
-            settings[name] = Path(settings[name])
-    return Flags(
-        scenario=cell.scenario,
-        method=cell.method,
-        model=cell.model,
-        learner_model=cell.learner_model,
-        # Each cell may spend up to the grid's whole allocation; the grid's one budget,
-        # which every cell reserves from, holds them all to it together.
-        allocation=meters.usd(grid.allocation_usd),
-        **settings,
-    )
-
-
-def outcome_of(grid: AnyGrid, place: GridPlace, cell: Cell | EditCell) -> CellOutcome | EditOutcome:
+def outcome_of(grid: AnyGrid, place: GridPlace, cell: Any) -> Outcome:
     """``cell`` of ``grid`` as its run directory stands now."""
-    if isinstance(cell, EditCell):
-        assert isinstance(grid, EditGridSpec)
-        return read_edit_cell(place.cells, cell, grid.tasks)
-    return read_cell(place.cells, cell)
+    return grid_kind(grid.kind).outcome(grid, place.cells, cell)
 
 
-def _jobs(
-    grid: AnyGrid,
-    place: GridPlace,
-    environ: Mapping[str, str],
-    editing: CampaignOptions | None,
-) -> list[CellJob]:
-    """The cells still to run, each with its campaign spec (every check before any write)."""
+def _jobs(grid: AnyGrid, place: GridPlace, context: GridContext) -> list[CellJob]:
+    """The cells still to run, each with its campaign (every check before any write)."""
+    kind = grid_kind(grid.kind)
     jobs = []
     for cell in grid.cells:
-        outcome = outcome_of(grid, place, cell)
+        outcome = kind.outcome(grid, place.cells, cell)
         if outcome.state in ENDED:
             continue
         if outcome.state == "running":
@@ -279,17 +229,8 @@ def _jobs(
         # Resumed whenever its run directory exists: a driver killed as the campaign laid
         # it out, before its journal began, leaves the directory without a journal.
         resume = (place.cells / cell.tag).exists()
-        spec: CampaignSpec | EditJob
-        if isinstance(cell, EditCell):  # resumed: a new attempt, the interrupted one kept
-            assert isinstance(grid, EditGridSpec)
-            options = require_options(grid, editing)
-            spec = EditJob(cell.tag, config_path(place.root, cell), place.cells / cell.tag, options)
-        else:
-            assert isinstance(grid, GridSpec)
-            spec = launch_spec(
-                cell_flags(grid, cell), environ, place.cells, cell.tag, resume=resume
-            )
-        jobs.append(CellJob(cell, spec, resume))
+        runner = kind.job(grid, cell, place.root, place.cells, resume=resume, context=context)
+        jobs.append(CellJob(cell, runner, resume))
     return jobs
 
 
@@ -300,31 +241,7 @@ def _started(place: GridPlace) -> GridStarted | None:
     return next((r for r in started if isinstance(r, GridStarted)), None)
 
 
-def _check_cells(
-    grid: AnyGrid, environ: Mapping[str, str], editing: CampaignOptions | None
-) -> None:
-    """Every cell checked as ``mw serve-learn run --check`` checks it, writing nothing.
-
-    A cell's campaign is checked in a scratch runs directory, so a grid refused for
-    one bad cell leaves nothing behind. An editing grid's cells are checked as
-    ``wsm benchmark preflight`` checks them.
-    """
-    if isinstance(grid, EditGridSpec):
-        check_edit_cells(grid, editing)
-        return
-    with tempfile.TemporaryDirectory(prefix="mw-grid-check-") as scratch:
-        for cell in grid.cells:
-            spec = launch_spec(cell_flags(grid, cell), environ, Path(scratch), cell.tag)
-            ensure_synthetic(spec.dataset, spec.scenario)
-            check_campaign(spec)
-
-
-def _prepare(
-    grid: AnyGrid,
-    place: GridPlace,
-    environ: Mapping[str, str],
-    editing: CampaignOptions | None,
-) -> list[CellJob]:
+def _prepare(grid: AnyGrid, place: GridPlace, context: GridContext) -> list[CellJob]:
     """Check the grid against what its journal began, and lay out its files."""
     began = _started(place)
     if began is not None:
@@ -344,12 +261,8 @@ def _prepare(
         raise ConfigError(
             f"{place.root} exists and holds no grid", hint="give the grid another tag, or --runs"
         )
-    if isinstance(grid, EditGridSpec):
-        write_cell_configs(grid, place.root)
-    jobs = _jobs(grid, place, environ, editing)
-    for job in jobs:
-        if isinstance(job.spec, CampaignSpec):
-            ensure_synthetic(job.spec.dataset, job.spec.scenario)
+    grid_kind(grid.kind).lay_out(grid, place.root)
+    jobs = _jobs(grid, place, context)
     place.cells.parent.mkdir(parents=True, exist_ok=True)
     place.cells.parent.chmod(0o700)  # private: its cells' traces hold prompts and spend
     place.cells.mkdir(exist_ok=True)
@@ -360,17 +273,17 @@ def _prepare(
 
 
 async def run_grid(
-    grid: AnyGrid,
-    runs: Path,
-    environ: Mapping[str, str],
-    *,
-    executor: Executor,
-    editing: CampaignOptions | None = None,
+    grid: AnyGrid, runs: Path, context: GridContext, *, executor: Executor
 ) -> list[Any]:
     """Run (or resume) every cell of ``grid`` under ``runs``; each cell's outcome.
 
-    ``editing`` is how an editing grid's campaigns run (the sandbox, the policy's
-    credentials: what ``wsm benchmark run`` is given).
+    ``context``: what the program read of its environment, and the kind's own settings
+    (an editing grid's: the sandbox, the policy's credentials, what ``wsm benchmark
+    run`` is given).
+
+    A new grid's cells are all checked first, as their kind's command checks a
+    campaign (in a scratch directory): a grid refused for one bad cell leaves
+    nothing behind.
 
     Raises:
         ConfigError: a cell cannot run as given, the grid's journal began another grid,
@@ -378,10 +291,10 @@ async def run_grid(
     """
     place = GridPlace(runs, grid.tag)
     if not place.journal.is_dir():  # a new grid: nothing is written for one refused
-        await anyio.to_thread.run_sync(_check_cells, grid, environ, editing)
+        await anyio.to_thread.run_sync(grid_kind(grid.kind).check, grid, context)
     place.root.mkdir(parents=True, exist_ok=True)
     with campaign_lock(place.root):
-        jobs = await anyio.to_thread.run_sync(_prepare, grid, place, environ, editing)
+        jobs = await anyio.to_thread.run_sync(_prepare, grid, place, context)
         lines = await anyio.to_thread.run_sync(_all_lines, grid, place)
         root = SupervisorSpec(
             strategy="one_for_one",
@@ -423,7 +336,7 @@ async def run_grid(
 
 
 class _Kind(msgspec.Struct):
-    kind: str = "serve-learn"
+    kind: str = DEFAULT_KIND
 
 
 def read_grid(runs: Path, tag: str) -> AnyGrid:
@@ -440,9 +353,8 @@ def read_grid(runs: Path, tag: str) -> AnyGrid:
         )
     data = place.spec.read_bytes()
     try:
-        if msgspec.json.decode(data, type=_Kind).kind == "editing":
-            return msgspec.json.decode(data, type=EditGridSpec)
-        return msgspec.json.decode(data, type=GridSpec)
+        kind = grid_kind(msgspec.json.decode(data, type=_Kind).kind)
+        return msgspec.json.decode(data, type=kind.grid_type)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise EvidenceError(
             f"{place.spec} is not a grid mw wrote: {exc}",
@@ -456,18 +368,14 @@ def grid_running(runs: Path, tag: str) -> bool:
 
 
 def grid_outcomes(grid: AnyGrid, place: GridPlace) -> list[Any]:
-    """Every cell of ``grid``, as its run directory stands now, in the grid's order.
-
-    :class:`CellOutcome` for a serve-and-learn grid, :class:`EditOutcome` for an editing one.
-    """
+    """Every cell of ``grid``, as its run directory stands now, in the grid's order."""
     return [outcome_of(grid, place, cell) for cell in grid.cells]
 
 
 def _all_lines(grid: AnyGrid, place: GridPlace) -> list[meters.LedgerLine]:
     """Every cell's ledger lines so far: the budget settles its open reservations by them."""
-    if isinstance(grid, EditGridSpec):
-        return [line for cell in grid.cells for line in edit_cell_lines(place.cells, cell)]
-    return [line for cell in grid.cells for line in cell_lines(place.cells / cell.tag)]
+    kind = grid_kind(grid.kind)
+    return [line for cell in grid.cells for line in kind.lines(grid, place.cells, cell)]
 
 
 def _write_leaderboard(place: GridPlace, outcomes: Sequence[Any]) -> None:

@@ -19,6 +19,8 @@ from ._campaign import run_campaign
 from ._checks import Journaled, check_campaign, read_journaled
 from ._codex import CodexInstall, find_codex
 from ._export_inspect import export_inspect
+from ._grid import Cell, GridSpec, cell_flags, cell_tag
+from ._grid_board import CellOutcome, curve_svg, read_cell, setting_column
 from ._kind import SERVE_LEARN
 from ._launch import LaunchConfig, load_launch_config
 from ._manual import ManualReport, run_manual_tests
@@ -70,11 +72,14 @@ __all__ = [
     "Averages",
     "Backend",
     "CampaignSpec",
+    "Cell",
+    "CellOutcome",
     "CodexInstall",
     "Endpoint",
     "EpisodeEnded",
     "EpisodeStarted",
     "Flags",
+    "GridSpec",
     "Journaled",
     "LaunchConfig",
     "ManualReport",
@@ -93,7 +98,10 @@ __all__ = [
     "averages",
     "build_run_report",
     "campaign_settings",
+    "cell_flags",
+    "cell_tag",
     "check_campaign",
+    "curve_svg",
     "dataset_for",
     "describe_launch",
     "ensure_synthetic",
@@ -108,6 +116,7 @@ __all__ = [
     "models_reached",
     "plan",
     "probe_run",
+    "read_cell",
     "read_evaluators",
     "read_journaled",
     "read_scenario",
@@ -120,6 +129,7 @@ __all__ = [
     "run_manual_tests",
     "score_file",
     "score_table",
+    "setting_column",
     "split_model",
     "train_split",
     "window_scores",

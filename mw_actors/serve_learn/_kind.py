@@ -12,11 +12,12 @@ import anyio
 
 import meters
 
-from .._campaign_kind import Bar, Context, Runner, Section, Summary, View
+from .._campaign_kind import Bar, Context, GridKind, Runner, Section, Summary, View
 from .._core import Entry, Record
 from ._backends import keys_for
 from ._campaign import run_campaign
 from ._checks import check_campaign
+from ._grid import SERVE_LEARN_GRID
 from ._run_report import window_scores
 from ._spec import CampaignSpec, Submission
 from ._synthetic import dataset_for, ensure_synthetic
@@ -44,6 +45,7 @@ class ServeLearnKind:
     records: Sequence[type[Record]] = SERVE_LEARN_RECORDS
     started: type[Record] = ServeLearnStarted
     resumable: bool = True  # a stopped campaign continues from its journal
+    grid: GridKind | None = SERVE_LEARN_GRID  # how its grids name, run and read their cells
     progress_keys: tuple[str, ...] = ("cases_served", "blocks_learned", "windows_tested")
 
     async def prepare(

@@ -1,5 +1,6 @@
 """A third campaign kind, defined here alone and registered with one line, runs under the
-daemon and reads in its status: nothing outside this file names it."""
+daemon and in a grid, and reads in their statuses and views: nothing outside this file
+names it."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import shutil
 import tempfile
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import anyio
 import msgspec
 import pytest
 from rich.console import Console
 
+import meters
 from mw_actors import kinds
 from mw_actors.daemon import (
     Daemon,
@@ -28,7 +33,20 @@ from mw_actors.daemon import (
     status_line,
 )
 from mw_actors.daemon._attach import render
+from mw_actors.grid import (
+    GRID_RECORDS,
+    GridPlace,
+    LocalExecutor,
+    attach_grid,
+    describe_status,
+    grid_status_now,
+    leaderboard_csv,
+    leaderboard_html,
+    load_grid,
+    run_grid,
+)
 from mw_actors.journal import Entry, Record, open_journal, read_journal
+from mw_actors.metering import BUDGET_RECORDS, BudgetReserved
 from mw_errors import ConfigError, MwError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -52,6 +70,132 @@ class NapSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seconds: float = 0.01
 
 
+async def _nap(journal: Path, tag: str, nap: NapSpec, budget: meters.Reserver | None) -> None:
+    """Each nap a record (reserved from ``budget`` first, where there is one), then the end."""
+    async with open_journal(journal, record_types=Naps.records) as out:
+        await out.append(NapStarted(tag=tag, naps=nap.naps))
+        for number in range(nap.naps):
+            if budget is not None:
+                granted = await budget.reserve(Decimal("0.01"), f"{tag}/nap{number}")
+                assert isinstance(granted, meters.Granted)
+                await budget.release(granted.id)
+            await anyio.sleep(nap.seconds)
+            await out.append(Napped(number=number))
+        await out.append(NapEnded(state="completed"))
+
+
+# -- its grid: one cell per number of naps --------------------------------------------------
+
+
+class NapCell(msgspec.Struct, frozen=True):
+    tag: str
+    naps: int
+
+
+class NapGridSpec(msgspec.Struct, frozen=True, kw_only=True):
+    tag: str
+    cells: list[NapCell]
+    allocation_usd: Decimal
+    runs: str | None = None
+    max_parallel: int | None = None
+    kind: Literal["nap"] = "nap"
+
+    def identity(self) -> dict[str, Any]:
+        cells = [c.tag for c in self.cells]
+        return {"cells": cells, "settings": {}, "allocation_usd": str(self.allocation_usd)}
+
+
+class _NapGridFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    tag: str
+    allocation: str | int | float
+    naps: list[int]
+    kind: str = "nap"
+    runs: str | None = None
+    max_parallel: int | None = None
+
+
+class NapOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    kind: ClassVar[str] = "nap"
+    tag: str
+    state: str
+    naps_taken: int
+    cost_usd: str = "0.00"
+
+
+@dataclass(frozen=True)
+class NapJob:
+    tag: str
+    journal: Path
+    naps: int
+
+    async def run(self, budget: meters.Reserver) -> None:
+        await _nap(self.journal, self.tag, NapSpec(naps=self.naps), budget)
+
+
+class NapGrid:
+    title: str = "a nap grid"
+    fields: tuple[str, ...] = ("naps",)
+    grid_type: type[Any] = NapGridSpec
+
+    def grid(
+        self, raw: Mapping[str, Any], source: str, base: Path, allocation: Decimal
+    ) -> NapGridSpec:
+        try:
+            file = msgspec.convert(raw, _NapGridFile)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"{source} is not a nap grid: {exc}", hint="naps: [1, 2]") from None
+        cells = [NapCell(f"{file.tag}.{n}", n) for n in file.naps]
+        return NapGridSpec(tag=file.tag, cells=cells, allocation_usd=allocation)
+
+    def check(self, grid: NapGridSpec, context: kinds.GridContext) -> None:
+        if any(c.naps < 0 for c in grid.cells):
+            raise ConfigError("a cell naps fewer than 0 times", hint="naps: [0, 1, ...]")
+
+    def lay_out(self, grid: NapGridSpec, root: Path) -> None:
+        pass
+
+    def job(
+        self,
+        grid: NapGridSpec,
+        cell: NapCell,
+        root: Path,
+        cells: Path,
+        *,
+        resume: bool,
+        context: kinds.GridContext,
+    ) -> NapJob:
+        return NapJob(cell.tag, cells / cell.tag / "journal", cell.naps)
+
+    def outcome(self, grid: NapGridSpec, cells: Path, cell: NapCell) -> NapOutcome:
+        journal = cells / cell.tag / "journal"
+        records = [e.rec for e in read_journal(journal, Naps.records)] if journal.is_dir() else []
+        ended = any(isinstance(r, NapEnded) for r in records)
+        taken = sum(isinstance(r, Napped) for r in records)
+        state = "completed" if ended else "unknown" if records else "pending"
+        return NapOutcome(tag=cell.tag, state=state, naps_taken=taken)
+
+    def lines(self, grid: NapGridSpec, cells: Path, cell: NapCell) -> list[meters.LedgerLine]:
+        return []  # a nap spends nothing
+
+    def leaderboard(self, outcomes: Sequence[NapOutcome]) -> tuple[list[str], list[dict[str, str]]]:
+        return ["cell", "naps"], [{"cell": o.tag, "naps": str(o.naps_taken)} for o in outcomes]
+
+    def section(self, cells: Sequence[Mapping[str, Any]]) -> kinds.Section:
+        rows = [(c["tag"], c["state"], f"{c['naps_taken']} naps") for c in cells]
+        return kinds.Section(title="cells", columns=("cell", "state", "naps"), rows=rows)
+
+    def status_line(self, cell: Mapping[str, Any]) -> str:
+        return f"{cell['state']}, {cell['naps_taken']} naps taken"
+
+    def html(
+        self, outcomes: Sequence[NapOutcome], columns: list[str], rows: list[dict[str, str]]
+    ) -> str:
+        return "<p>every nap was quiet</p>"
+
+    def verify(self, cells: Path, outcomes: Sequence[NapOutcome]) -> None:
+        pass
+
+
 class Naps:
     """A kind that only sleeps and records: each nap a record, then its end."""
 
@@ -60,6 +204,7 @@ class Naps:
     started: type[Record] = NapStarted
     resumable: bool = False
     progress_keys: tuple[str, ...] = ("naps_taken",)
+    grid: kinds.GridKind | None = NapGrid()
     abandoned: ClassVar[list[Path]] = []
 
     async def prepare(
@@ -69,17 +214,7 @@ class Naps:
             nap = msgspec.convert(spec, NapSpec)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"a nap campaign's spec: {exc}", hint='send {"naps": 3}') from None
-        journal = context.runs / tag / "journal"
-
-        async def run() -> None:
-            async with open_journal(journal, record_types=self.records) as out:
-                await out.append(NapStarted(tag=tag, naps=nap.naps))
-                for number in range(nap.naps):
-                    await anyio.sleep(nap.seconds)
-                    await out.append(Napped(number=number))
-                await out.append(NapEnded(state="completed"))
-
-        return run, "0"
+        return partial(_nap, context.runs / tag / "journal", tag, nap, None), "0"
 
     async def abandon(self, run: Path) -> None:
         self.abandoned.append(run)
@@ -156,3 +291,42 @@ async def test_a_run_of_a_kind_that_never_continues_is_abandoned_on_restart(runs
         daemon.stop()
     assert Naps.abandoned == [runs / "n1"]
     assert campaign_status(runs / "n1").state == "failed"  # no end: nothing pretends it ran
+
+
+async def test_a_new_kind_runs_in_a_grid_under_one_budget_and_reads_in_its_status(
+    runs: Path,
+) -> None:
+    path = runs / "naps.yaml"
+    path.write_text("tag: nn\nkind: nap\nnaps: [1, 3]\nallocation: 1\n")
+    grid = load_grid(path)
+    outcomes = await run_grid(grid, runs, kinds.GridContext(), executor=LocalExecutor(2))
+    assert [(o.tag, o.state, o.naps_taken) for o in outcomes] == [
+        ("nn.1", "completed", 1),
+        ("nn.3", "completed", 3),
+    ]
+    place = GridPlace(runs, "nn")
+    assert place.leaderboard.read_text() == "cell,naps\nnn.1,1\nnn.3,3\n"
+    assert leaderboard_csv(outcomes) == place.leaderboard.read_text()
+    assert "every nap was quiet" in leaderboard_html(outcomes, title="naps")
+    # Each nap reserved from the grid's one budget: its journal holds them all.
+    reserved = [
+        e.rec
+        for e in read_journal(place.journal, [*GRID_RECORDS, *BUDGET_RECORDS])
+        if isinstance(e.rec, BudgetReserved)
+    ]
+    assert len(reserved) == 4
+    status = grid_status_now(runs, "nn")  # from the files alone, as `mw grid status`
+    assert status["kind"] == "nap" and status["state"] == "completed"
+    assert describe_status(status).splitlines()[1:] == [
+        "  nn.1: completed, 1 naps taken",
+        "  nn.3: completed, 3 naps taken",
+    ]
+    console = Console(record=True, width=100)
+    assert await attach_grid(runs, "nn", console=console, once=True) == "completed"
+    frame = console.export_text()
+    assert "grid nn  (completed)" in frame and "3 naps" in frame, frame
+    again = await run_grid(load_grid(path), runs, kinds.GridContext(), executor=LocalExecutor(1))
+    assert [o.state for o in again] == ["completed", "completed"]  # nothing ran twice
+    with pytest.raises(ConfigError, match="naps belong to a nap grid, not kind: serve-learn"):
+        path.write_text("tag: nx\nnaps: [1]\nallocation: 1\n")
+        load_grid(path)

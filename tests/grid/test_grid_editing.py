@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 
 from mw_actors.editing import (
+    EDITING_RECORDS,
     CampaignOptions,
     build_report,
     load_config,
@@ -25,6 +26,7 @@ from mw_actors.editing import (
     run_campaign,
     write_fixture,
 )
+from mw_actors.editing._grid import config_path
 from mw_actors.editing.records import EditingEnded, EditingStarted, TrialReserved, TrialStarted
 from mw_actors.grid import (
     GRID_RECORDS,
@@ -39,12 +41,14 @@ from mw_actors.grid import (
     load_grid,
     run_grid,
 )
-from mw_actors.grid._editing import RECORDS, config_path
 from mw_actors.grid.records import CellStarted
 from mw_actors.journal import read_journal
+from mw_actors.kinds import GridContext
 from mw_actors.metering import BUDGET_RECORDS, BudgetReserved, BudgetSettled
 from mw_errors import ConfigError, IntegrityError
 from tests.processes import grid_driver, mw
+
+RECORDS = (*BUDGET_RECORDS, *EDITING_RECORDS)  # what an editing run's journal holds
 
 ENVIRON = {"PATH": "/usr/bin:/bin"}
 TRUSTED = CampaignOptions(local_trusted=True)  # the library tests: no sandbox start per cell
@@ -145,7 +149,7 @@ async def test_each_cell_is_what_wsm_benchmark_run_writes_and_seeds_are_distinct
 ) -> None:
     grid = load_grid(_grid(tmp_path, wsm_master, GRID))
     runs = tmp_path / "runs"
-    outcomes = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2), editing=TRUSTED)
+    outcomes = await run_grid(grid, runs, GridContext(ENVIRON, TRUSTED), executor=LocalExecutor(2))
     assert [o.state for o in outcomes] == ["completed"] * 4
     place = GridPlace(runs, "e1")
     reports = {c.tag: build_report(place.cells / c.tag) for c in grid.cells}
@@ -190,7 +194,7 @@ async def test_each_cell_is_what_wsm_benchmark_run_writes_and_seeds_are_distinct
     page = leaderboard_html(outcomes, title="grid e1")
     assert "<svg" in page and "Task losses" in page and "http" not in page
     # Run again: every cell ended, so nothing runs.
-    again = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2), editing=TRUSTED)
+    again = await run_grid(grid, runs, GridContext(ENVIRON, TRUSTED), executor=LocalExecutor(2))
     assert again == outcomes
     records = read_journal(place.journal, [*GRID_RECORDS, *BUDGET_RECORDS])
     assert sum(isinstance(e.rec, CellStarted) for e in records) == 4
@@ -205,7 +209,7 @@ async def test_agent_trials_reserve_from_the_grids_one_budget(
     text = GRID.replace("[baseline, scripted]", "[baseline, agent]").replace("[1, 2]", "[0]")
     grid = load_grid(_grid(tmp_path, wsm_master, text.replace("allocation: 1", "allocation: 0.03")))
     runs = tmp_path / "runs"
-    outcomes = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(1), editing=TRUSTED)
+    outcomes = await run_grid(grid, runs, GridContext(ENVIRON, TRUSTED), executor=LocalExecutor(1))
     assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
     rows = list(csv.DictReader(io.StringIO(leaderboard_csv(outcomes))))
     assert rows[1]["completion_task_loss"] == "" and rows[1]["seeds"] == "0"  # never a score
@@ -213,7 +217,7 @@ async def test_agent_trials_reserve_from_the_grids_one_budget(
     # the cell's name, and the cell's own journal holds no budget of its own.
     fits = load_grid(_grid(tmp_path / "fits", wsm_master, text))
     runs = tmp_path / "fits" / "runs"
-    more = await run_grid(fits, runs, ENVIRON, executor=LocalExecutor(1), editing=TRUSTED)
+    more = await run_grid(fits, runs, GridContext(ENVIRON, TRUSTED), executor=LocalExecutor(1))
     assert [o.state for o in more] == ["completed", "completed"]
     place = GridPlace(runs, "e1")
     held = [
@@ -326,7 +330,9 @@ async def test_the_configs_own_student_keeps_the_configs_pin(
     tokenizer.write_text(tokenizer.read_text() + " ")
     grid = load_grid(grid_file)
     with pytest.raises(IntegrityError, match=r"tokenizer\.json"):
-        await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(), editing=TRUSTED)
+        await run_grid(
+            grid, tmp_path / "runs", GridContext(ENVIRON, TRUSTED), executor=LocalExecutor()
+        )
     assert not (tmp_path / "runs" / "e1").exists()  # refused before anything was written
 
 
@@ -340,5 +346,7 @@ async def test_a_listed_student_changed_after_it_was_pinned_is_refused(
     tokenizer = tmp_path / "other" / "tokenizer.json"
     tokenizer.write_text(tokenizer.read_text() + " ")
     with pytest.raises(IntegrityError, match=r"student other .* changed since the grid pinned it"):
-        await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(), editing=TRUSTED)
+        await run_grid(
+            grid, tmp_path / "runs", GridContext(ENVIRON, TRUSTED), executor=LocalExecutor()
+        )
     assert not (tmp_path / "runs" / "e1").exists()

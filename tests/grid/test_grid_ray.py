@@ -24,6 +24,7 @@ from mw_actors.grid import (
 )
 from mw_actors.grid._ray import import_ray
 from mw_actors.journal import read_journal
+from mw_actors.kinds import GridContext
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS, RunDir
 from mw_actors.serve_learn.records import EpisodeEnded, EpisodeStarted
 from mw_errors import ConfigError
@@ -69,8 +70,10 @@ def _results(cells: Path, outcomes: list) -> dict[str, list[dict[str, object]]]:
 @pytest.mark.timeout(240)
 async def test_local_and_ray_give_the_same_leaderboard(tmp_path: Path, ray_cluster: None) -> None:
     grid = load_grid(_grid(tmp_path, GRID.format(tag="g")))
-    local = await run_grid(grid, tmp_path / "local", ENVIRON, executor=LocalExecutor(2))
-    remote = await run_grid(grid, tmp_path / "ray", ENVIRON, executor=RayExecutor(2))
+    local = await run_grid(
+        grid, tmp_path / "local", GridContext(ENVIRON), executor=LocalExecutor(2)
+    )
+    remote = await run_grid(grid, tmp_path / "ray", GridContext(ENVIRON), executor=RayExecutor(2))
     assert [o.state for o in remote] == ["completed"] * 4
     assert leaderboard_csv(remote) == leaderboard_csv(local)
     assert (tmp_path / "ray" / "g" / "leaderboard.csv").read_text() == leaderboard_csv(local)
@@ -90,7 +93,9 @@ async def test_cells_on_ray_reserve_from_the_drivers_one_budget(
         "waiter: after_training\nallocation: 0.065\n"
     )
     grid = load_grid(_grid(tmp_path, text))
-    outcomes = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=RayExecutor(1))
+    outcomes = await run_grid(
+        grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1)
+    )
     assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
     status = grid_status("b", outcomes, grid.allocation_usd, running=False)
     assert Decimal(status["spend_usd"]) <= Decimal("0.065")
@@ -136,7 +141,9 @@ async def test_a_ray_worker_killed_mid_cell_is_resumed_by_the_journal_rules(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(kill_mid_cell)
-        (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=RayExecutor(1))
+        (outcome,) = await run_grid(
+            grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1)
+        )
         tg.cancel_scope.cancel()
     assert killed, "no cell worker was found to kill"
     assert outcome.state == "completed"
@@ -198,7 +205,7 @@ async def test_an_editing_grid_on_ray_gives_what_local_gives(
     for name, executor in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
         runs = tmp_path / name
         outcomes = await run_grid(
-            load_grid(path), runs, ENVIRON, executor=executor, editing=trusted
+            load_grid(path), runs, GridContext(ENVIRON, trusted), executor=executor
         )
         assert [o.state for o in outcomes] == ["completed"] * 6
         boards.append(leaderboard_csv(outcomes))

@@ -25,6 +25,7 @@ from mw_actors.grid import (
 from mw_actors.grid._budget import CellBudget
 from mw_actors.grid.records import CellStarted
 from mw_actors.journal import read_journal
+from mw_actors.kinds import GridContext
 from mw_actors.metering import BUDGET_RECORDS
 from mw_actors.serve_learn import (
     SERVE_LEARN_RECORDS,
@@ -71,7 +72,7 @@ async def test_each_cell_is_what_serve_learn_run_writes_and_a_rerun_runs_nothing
         )
     )
     runs = tmp_path / "runs"
-    outcomes = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
+    outcomes = await run_grid(grid, runs, GridContext(ENVIRON), executor=LocalExecutor(2))
     assert [o.state for o in outcomes] == ["completed", "completed"]
     place = GridPlace(runs, "g1")
     # The same cell as `mw serve-learn run` runs it, alone, elsewhere.
@@ -92,7 +93,7 @@ async def test_each_cell_is_what_serve_learn_run_writes_and_a_rerun_runs_nothing
     assert msgspec.structs.replace(solo, tag=cell.tag) == outcomes[0]
     # The leaderboard is on disk, and rebuilt the same from the cells' files.
     assert place.leaderboard.read_text() == leaderboard_csv(outcomes)
-    again = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
+    again = await run_grid(grid, runs, GridContext(ENVIRON), executor=LocalExecutor(2))
     assert again == outcomes
     starts = [
         e.rec
@@ -117,7 +118,9 @@ async def test_a_grid_allocation_that_fits_some_cells_blocks_the_rest(tmp_path: 
             "waiter: after_training\nallocation: 0.065\n",
         )
     )
-    outcomes = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
+    outcomes = await run_grid(
+        grid, tmp_path / "runs", GridContext(ENVIRON), executor=LocalExecutor(1)
+    )
     assert [o.state for o in outcomes] == ["completed", "budget_blocked"]
     status = grid_status("g2", outcomes, grid.allocation_usd, running=False)
     assert Decimal(status["spend_usd"]) <= Decimal("0.065")
@@ -175,7 +178,7 @@ async def test_a_cell_that_crashes_still_gets_its_end_record(
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(_run, "run_campaign", broken)
+    monkeypatch.setattr(_run, "run_job", broken)  # the cell's campaign, whatever its kind
     grid = load_grid(
         _grid(
             tmp_path,
@@ -183,7 +186,9 @@ async def test_a_cell_that_crashes_still_gets_its_end_record(
             "train_split: 24\nallocation: 1\n",
         )
     )
-    (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
+    (outcome,) = await run_grid(
+        grid, tmp_path / "runs", GridContext(ENVIRON), executor=LocalExecutor(1)
+    )
     assert outcome.state == "pending"  # its campaign never began: no score, no end
     place = GridPlace(tmp_path / "runs", "g3")
     ends = [
@@ -211,10 +216,12 @@ async def test_a_cell_killed_before_its_journal_began_is_resumed(tmp_path: Path)
         async def run_cells(self, run: object) -> None:
             return None
 
-    await run_grid(grid, tmp_path / "runs", ENVIRON, executor=Killed())
+    await run_grid(grid, tmp_path / "runs", GridContext(ENVIRON), executor=Killed())
     place = GridPlace(tmp_path / "runs", "g4")
     (place.cells / grid.cells[0].tag).mkdir(parents=True)  # laid out, no journal yet
-    (outcome,) = await run_grid(grid, tmp_path / "runs", ENVIRON, executor=LocalExecutor(1))
+    (outcome,) = await run_grid(
+        grid, tmp_path / "runs", GridContext(ENVIRON), executor=LocalExecutor(1)
+    )
     assert outcome.state == "completed"
 
 
@@ -254,7 +261,7 @@ async def test_a_grid_over_the_benchmarks_own_scenario_and_methods(tmp_path: Pat
         )
     )
     runs = tmp_path / "runs"
-    outcomes = await run_grid(grid, runs, ENVIRON, executor=LocalExecutor(2))
+    outcomes = await run_grid(grid, runs, GridContext(ENVIRON), executor=LocalExecutor(2))
     assert [o.state for o in outcomes] == ["completed", "completed"]
     header, *rows = leaderboard_csv(outcomes).splitlines()
     assert header.split(",")[:4] == ["model", "method", "banking_H_L1", "banking_F_L1"]

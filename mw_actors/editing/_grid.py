@@ -27,11 +27,11 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import msgspec
@@ -39,39 +39,29 @@ import msgspec
 import meters
 from mw_errors import ConfigError, IntegrityError
 
+from .._campaign_kind import GridContext, Section
+from .._cells import ENDED, CellState, run_state, slug, stable_tag
 from .._core import read_journal
 from .._reserver import BUDGET_RECORDS
+from .._svg import Bars, bar_chart, html_table
 from .._tags import check_tag
-from ..editing import (
-    EDITING_RECORDS,
-    CampaignOptions,
-    Loaded,
-    RunLayout,
-    Student,
-    build_report,
-    load_config,
-    load_receipt,
-    pin_student,
-    preflight,
-    run_campaign,
-)
-from ..editing.records import EditingEnded, EditingStarted, TrialEnded, TrialGraded
-from ._cell_state import ENDED, CellState, run_state
-from ._spec import CELL_FIELDS, slug, stable_tag
-
-if TYPE_CHECKING:
-    from ._spec import _GridFile
+from ._campaign import CampaignOptions, run_campaign
+from ._config import Loaded, Student, load_config, pin_student
+from ._layout import RunLayout
+from ._preflight import preflight
+from ._report import build_report, load_receipt
+from .records import EDITING_RECORDS, EditingEnded, EditingStarted, TrialEnded, TrialGraded
 
 __all__ = [
+    "EDITING_GRID",
     "EditCell",
     "EditGridSpec",
     "EditJob",
     "EditOutcome",
     "TaskLosses",
+    "config_path",
     "edit_cell_lines",
-    "edit_grid",
     "read_edit_cell",
-    "verify_edit_cells",
 ]
 
 ATTEMPTS = ".attempts"  # under cells/: the interrupted attempts set aside
@@ -114,54 +104,57 @@ class EditGridSpec(msgspec.Struct, frozen=True, kw_only=True):
         }
 
 
-# A serve-and-learn grid's fields (an editing grid's config is a wsm config instead).
-_SERVE_LEARN_ONLY = (
-    "scenarios",
-    "methods",
-    "models",
-    "learner_models",
-    *(name for name in CELL_FIELDS if name != "config"),  # config: a wsm config here
-)
+class _GridFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    tag: str
+    allocation: str | int | float
+    kind: Literal["editing"] = "editing"
+    config: str | None = None  # a wsm benchmark config: the cells' base
+    arms: list[str] | None = None
+    seeds: list[int] | None = None
+    students: list[str] | None = None
+    runs: str | None = None
+    max_parallel: int | None = None
 
 
-def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> EditGridSpec:
+def edit_grid(raw: Mapping[str, Any], source: str, base: Path, allocation: Decimal) -> EditGridSpec:
     """The editing grid ``raw`` names (its paths relative to ``base``), checked and pinned.
 
     Raises:
-        ConfigError: a field of the other kind, a bad config, arm, seed or student.
+        ConfigError: a bad config, arm, seed or student.
     """
-    grid = check_tag(raw.tag)
-    other = [name for name in _SERVE_LEARN_ONLY if getattr(raw, name) is not None]
-    if other:
+    try:
+        file = msgspec.convert(raw, _GridFile)
+    except msgspec.ValidationError as exc:
         raise ConfigError(
-            f"{source}: {', '.join(other)} belong to a serve-and-learn grid, not kind: editing",
-            hint="an editing grid names config, arms, seeds and students",
-        )
-    if raw.config is None:
+            f"{source} is not a grid: {exc}",
+            hint="an editing grid's fields: tag, config, arms, seeds, students, allocation",
+        ) from None
+    grid = check_tag(file.tag)
+    if file.config is None:
         raise ConfigError(
             f"{source}: an editing grid needs config: a wsm benchmark config",
             hint="`python scripts/benchmark_fixture.py --output DIR` writes one to start from",
         )
-    loaded = load_config(base / raw.config)
+    loaded = load_config(base / file.config)
     arms = [a.name for a in loaded.config.arms]
-    chosen = arms if raw.arms is None else _distinct(raw.arms, "arms")
+    chosen = arms if file.arms is None else _distinct(file.arms, "arms")
     unknown = [a for a in chosen if a not in arms]
     if unknown:
         raise ConfigError(
             f"{source}: arm {unknown[0]!r} is not one of the config's arms {arms}",
             hint="name arms the config defines",
         )
-    seeds = [0] if raw.seeds is None else _distinct(raw.seeds, "seeds")
+    seeds = [0] if file.seeds is None else _distinct(file.seeds, "seeds")
     if any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**32 for s in seeds):
         raise ConfigError(
             f"{source}: seeds {seeds!r}: seeds are integers in 0..2**32-1", hint="fix seeds"
         )
-    if raw.students is None:  # the config's own, as it pinned it
+    if file.students is None:  # the config's own, as it pinned it
         own = loaded.config.student
         directory = loaded.resolve(own.path)
         students = {directory.name: msgspec.structs.replace(own, path=str(directory))}
     else:
-        directories = [(base / s).resolve() for s in _distinct(raw.students, "students")]
+        directories = [(base / s).resolve() for s in _distinct(file.students, "students")]
         names = [d.name for d in directories]
         if len(set(names)) != len(names):
             raise ConfigError(
@@ -189,8 +182,8 @@ def edit_grid(raw: _GridFile, source: str, base: Path, allocation: Decimal) -> E
         config_sha256=loaded.sha256,
         students=students,
         tasks=[d.task for d in loaded.config.datasets],
-        runs=str(base / raw.runs) if raw.runs else None,
-        max_parallel=raw.max_parallel,
+        runs=str(base / file.runs) if file.runs else None,
+        max_parallel=file.max_parallel,
     )
 
 
@@ -269,7 +262,7 @@ def require_options(grid: EditGridSpec, options: CampaignOptions | None) -> Camp
     if options is None:
         raise ConfigError(
             f"grid {grid.tag} is an editing grid and no editing options were given",
-            hint="run it with `mw grid run`, or pass run_grid(..., editing=CampaignOptions())",
+            hint="run it with `mw grid run`, or pass GridContext(settings=CampaignOptions())",
         )
     return options
 
@@ -374,6 +367,7 @@ class TaskLosses(msgspec.Struct, frozen=True, kw_only=True):
 class EditOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """An editing cell as its files stand (as ``mw grid status --json`` prints it)."""
 
+    kind: ClassVar[str] = "editing"  # the grid kind whose cells these are
     tag: str
     student: str
     arm: str
@@ -524,3 +518,141 @@ def edit_leaderboard(outcomes: Sequence[EditOutcome]) -> tuple[list[str], list[d
         row["api_cost_usd"] = meters.usd(sum((Decimal(c.cost_usd) for c in cells), Decimal(0)))
         table.append(row)
     return columns, table
+
+
+# -- in a status, a page --------------------------------------------------------------------
+
+
+def _loss(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _status_line(cell: Mapping[str, Any]) -> str:
+    """A cell in ``mw grid status``: state, trials, each task's losses, spend."""
+    losses = ", ".join(
+        f"{task} loss {_loss(v['task_loss'])} (regression {_loss(v['regression_loss'])})"
+        for task, v in cell["tasks"].items()
+    )
+    aside = f", {cell['attempts']} attempts set aside" if cell["attempts"] else ""
+    return (
+        f"{cell['state']}, {cell['trials_ended']}/{cell['trials']} trials ended{aside}, "
+        f"{losses}, ${cell['cost_usd']}"
+    )
+
+
+def _section(cells: Sequence[Mapping[str, Any]]) -> Section:
+    """``mw attach GRID``'s table: state, trials ended, each task's loss, spend."""
+    tasks = list(dict.fromkeys(t for c in cells for t in c["tasks"]))
+    rows = []
+    for c in cells:
+        losses = [c["tasks"].get(t, {}).get("task_loss") for t in tasks]
+        rows.append(
+            (
+                c["tag"],
+                c["state"] + (f" ({c['attempts']} set aside)" if c["attempts"] else ""),
+                f"{c['trials_ended']}/{c['trials'] or '?'}",
+                *("-" if v is None else f"{v:.4f}" for v in losses),
+                c["cost_usd"],
+            )
+        )
+    columns = ("cell", "state", "trials", *(f"{t} loss" for t in tasks), "USD")
+    return Section(title="cells", columns=columns, rows=rows)
+
+
+def _float(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _losses_svg(columns: list[str], rows: list[dict[str, str]]) -> str:
+    """Each (student, arm) row's mean task loss per task, as grouped bars."""
+    tasks = [c.removesuffix("_task_loss") for c in columns if c.endswith("_task_loss")]
+    groups = [f"{r['student']} · {r['arm']}" for r in rows]
+    series = [(task, [_float(r[f"{task}_task_loss"]) for r in rows]) for task in tasks]
+    tips = [
+        [
+            f"{r['student']} {r['arm']}: {task} loss {r[f'{task}_task_loss'] or '-'} "
+            f"(sd {r[f'{task}_task_loss_sd'] or '-'}, {r['seeds']} seeds)"
+            for r in rows
+        ]
+        for task in tasks
+    ]
+    return bar_chart(Bars(groups, series, tips), x_label="student · arm", y_label="task loss")
+
+
+def _html(outcomes: Sequence[EditOutcome], columns: list[str], rows: list[dict[str, str]]) -> str:
+    detail = html_table(
+        ["cell", "state", "trials ended", "attempts set aside", "cost (USD)"],
+        [
+            [o.tag, o.state, f"{o.trials_ended}/{o.trials}", str(o.attempts), o.cost_usd]
+            for o in outcomes
+        ],
+    )
+    return (
+        f"<h2>Cells</h2>{detail}<h2>Task losses</h2><p>each row's mean private-partition loss "
+        f"over its seeds (lower is better; hover a bar for its spread)</p>"
+        f"{_losses_svg(columns, rows)}"
+    )
+
+
+class EditingGrid:
+    """Weight-editing grids (:mod:`mw_actors._campaign_kind`'s ``GridKind``)."""
+
+    title: str = "an editing grid"
+    fields: tuple[str, ...] = ("config", "arms", "seeds", "students")
+    grid_type: type[Any] = EditGridSpec
+
+    def grid(
+        self, raw: Mapping[str, Any], source: str, base: Path, allocation: Decimal
+    ) -> EditGridSpec:
+        return edit_grid(raw, source, base, allocation)
+
+    def check(self, grid: EditGridSpec, context: GridContext) -> None:
+        check_edit_cells(grid, context.settings)
+
+    def lay_out(self, grid: EditGridSpec, root: Path) -> None:
+        write_cell_configs(grid, root)
+
+    def job(
+        self,
+        grid: EditGridSpec,
+        cell: EditCell,
+        root: Path,
+        cells: Path,
+        *,
+        resume: bool,
+        context: GridContext,
+    ) -> EditJob:
+        # Resumed: a new attempt, the interrupted one set aside and kept.
+        options = require_options(grid, context.settings)
+        return EditJob(cell.tag, config_path(root, cell), cells / cell.tag, options)
+
+    def outcome(self, grid: EditGridSpec, cells: Path, cell: EditCell) -> EditOutcome:
+        return read_edit_cell(cells, cell, grid.tasks)
+
+    def lines(self, grid: EditGridSpec, cells: Path, cell: EditCell) -> list[meters.LedgerLine]:
+        return edit_cell_lines(cells, cell)
+
+    def leaderboard(
+        self, outcomes: Sequence[EditOutcome]
+    ) -> tuple[list[str], list[dict[str, str]]]:
+        return edit_leaderboard(outcomes)
+
+    def section(self, cells: Sequence[Mapping[str, Any]]) -> Section:
+        return _section(cells)
+
+    def status_line(self, cell: Mapping[str, Any]) -> str:
+        return _status_line(cell)
+
+    def html(
+        self, outcomes: Sequence[EditOutcome], columns: list[str], rows: list[dict[str, str]]
+    ) -> str:
+        return _html(outcomes, columns, rows)
+
+    def verify(self, cells: Path, outcomes: Sequence[EditOutcome]) -> None:
+        verify_edit_cells(cells, outcomes)
+
+
+EDITING_GRID = EditingGrid()
