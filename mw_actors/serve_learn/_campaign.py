@@ -53,13 +53,15 @@ log = get_logger("mw.serve_learn")
 
 
 async def run_campaign(
-    spec: CampaignSpec,
+    spec: CampaignSpec | Prepared,
     *,
     on_started: Callable[[], None] | None = None,
     budget: meters.Reserver | None = None,
 ) -> RunDir:
     """Run (or resume) a campaign to its end; write the results.
 
+    ``spec``: the campaign, or the campaign already checked (:func:`checked`: a daemon
+    checks a submission before it registers it, and runs what it checked).
     ``budget``: what its meters reserve from, when a grid shares one budget among
     its cells; else the campaign's own reserver, holding ``spec.allocation_usd``.
 
@@ -67,7 +69,11 @@ async def run_campaign(
         ConfigError: a bad scenario, an existing run directory, a model that cannot run here.
     """
     # File work runs on worker threads: a daemon runs other campaigns on this loop.
-    prepared = await anyio.to_thread.run_sync(checked, spec)  # read once, used throughout
+    if isinstance(spec, Prepared):
+        prepared = spec
+    else:
+        prepared = await anyio.to_thread.run_sync(checked, spec)  # read once, used throughout
+    spec = prepared.spec
     if prepared.method.learner == "llm" and spec.learner_backend == "codex":
         await sandbox.self_test("bwrap")  # trusted only once it proves its isolation here
     await probe_endpoints(spec, spec.models())

@@ -16,7 +16,7 @@ from .._campaign_kind import Bar, Context, GridKind, Runner, Section, Summary, V
 from .._core import Entry, Record
 from ._backends import keys_for
 from ._campaign import run_campaign
-from ._checks import check_campaign
+from ._checks import checked
 from ._grid import SERVE_LEARN_GRID
 from ._run_report import window_scores
 from ._spec import CampaignSpec, Submission
@@ -66,8 +66,8 @@ class ServeLearnKind:
             tag=tag, scenario=scenario, dataset=dataset, runs=context.runs, resume=resume,
             **settings,
         )  # fmt: skip
-        await anyio.to_thread.run_sync(check_campaign, campaign)
-        return (lambda: run_campaign(campaign)), str(campaign.allocation_usd)
+        prepared = await anyio.to_thread.run_sync(checked, campaign)  # run as it was checked
+        return (lambda: run_campaign(prepared)), str(campaign.allocation_usd)
 
     async def abandon(self, run: Path) -> None:
         """Never called: a serve-and-learn run is always continued."""

@@ -19,8 +19,10 @@ import pytest
 from mw_actors import ExitError
 from mw_actors._reserver import BUDGET_RECORDS
 from mw_actors.journal import ActorExit, read_journal
+from mw_actors.kinds import Context
 from mw_actors.serve_learn import (
     METHODS,
+    SERVE_LEARN,
     SERVE_LEARN_RECORDS,
     CampaignSpec,
     EpisodeEnded,
@@ -252,6 +254,17 @@ async def test_a_resume_builds_its_method_once_and_reads_its_journal_once_before
     lines = segment.read_bytes().splitlines(keepends=True)
     last = max(i for i, line in enumerate(lines) if b'"serve_learn.block_learned"' in line)
     segment.write_bytes(b"".join(lines[: last + 1]))  # as a kill just after the block
+    calls = _counting(monkeypatch, "make_method", "read_journal")
+    with anyio.fail_after(60):
+        await run_campaign(dataclasses.replace(spec, resume=True))
+    assert calls == {"make_method": 1, "read_journal": 2}
+    assert _status(tmp_path, "once")["state"] == "completed"
+    records = [json.loads(line).get("record") for line in before.splitlines()]
+    assert [r.get("record") for r in _rows(run.results)] == records[1:]  # the config first
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, *names: str) -> Counter[str]:
+    """Every call of the functions ``names`` anywhere in mw_actors, counted from now."""
     calls: Counter[str] = Counter()
 
     def counted(name: str, real: Any) -> Any:
@@ -262,15 +275,27 @@ async def test_a_resume_builds_its_method_once_and_reads_its_journal_once_before
         return call
 
     for module in [m for name, m in sys.modules.items() if name.startswith("mw_actors")]:
-        for name in ("make_method", "read_journal"):
+        for name in names:
             if callable(getattr(module, name, None)):
                 monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
+    return calls
+
+
+async def test_a_submitted_campaign_is_checked_once_and_runs_as_it_was_checked(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's path: the kind checks a submission whole before the daemon registers
+    it, and the runner it returns runs that checked campaign, not a second reading."""
+    calls = _counting(monkeypatch, "make_method", "prepare_scenario")
+    submitted = {"scenario": "synthetic_l1", "dataset": str(dataset), "train_split": 12}
+    runner, allocation = await SERVE_LEARN.prepare(
+        "sub", submitted, resume=False, context=Context(runs=tmp_path)
+    )
+    assert calls == {"make_method": 1, "prepare_scenario": 1} and allocation
     with anyio.fail_after(60):
-        await run_campaign(dataclasses.replace(spec, resume=True))
-    assert calls == {"make_method": 1, "read_journal": 2}
-    assert _status(tmp_path, "once")["state"] == "completed"
-    records = [json.loads(line).get("record") for line in before.splitlines()]
-    assert [r.get("record") for r in _rows(run.results)] == records[1:]  # the config first
+        await runner()
+    assert calls == {"make_method": 1, "prepare_scenario": 1}
+    assert _status(tmp_path, "sub")["state"] == "completed"
 
 
 def test_kill_9_mid_block_then_resume(tmp_path: Path) -> None:
