@@ -92,7 +92,6 @@ VALUE_CHARS = 40  # an argument longer than this is free text, left out of a sig
 CARD_ROWS = 20  # signatures on the card, most evidence first (it goes into every prompt)
 ITEMS = "[...]"  # in a signature: a list decided item by item, filled for the case at hand
 CHOICE = "<item>"  # in a signature: which of the case's numbered items, filled for the case
-ITEM_GATE = 3.84  # an item's rule needs p < 0.05: items learn from scored cases only, few
 LIKELY = 0.5  # an outcome whose rule gives it this chance fires for the case
 MIN_SHARED = 2  # scored cases a firing rule must hold for, to estimate the outcomes on them
 OUT_OF_SCOPE = 0.01  # an outcome's estimate on a case outside its scope is scaled by this
@@ -1032,9 +1031,7 @@ def _fit_choices(
             facts = {**row.facts, **shown[ordinal]}
             by.setdefault(case.chose, []).append(rules.Row(facts, label, True, case.block))
     return {
-        family: rules.grow_each(items, now, [CHOSEN, PASSED], gate=ITEM_GATE, anchors=anchors)[
-            CHOSEN
-        ]
+        family: rules.grow_each(items, now, [CHOSEN, PASSED], anchors=anchors)[CHOSEN]
         for family, items in by.items()
     }
 
@@ -1060,8 +1057,6 @@ def _fit_items(
                     rules.Row(facts, decision, True, case.block)
                 )
     return {
-        family: rules.grow_each(
-            items, now, sorted({r.outcome for r in items}), gate=ITEM_GATE, anchors=anchors
-        )
+        family: rules.grow_each(items, now, sorted({r.outcome for r in items}), anchors=anchors)
         for family, items in by.items()
     }
