@@ -93,12 +93,18 @@ class Bar:
 
 @dataclass(frozen=True)
 class Section:
-    """A table of ``mw attach``, as text: its title, columns and rows, and a line under it."""
+    """A table of ``mw attach``: its title, columns and rows, and a line under it.
+
+    A cell is text, or a :class:`Bar` (drawn as a progress bar with ``done/total``).
+    The first ``names`` columns name the row and are left-aligned, as is a column
+    with no header or with bars; the others are figures, right-aligned.
+    """
 
     title: str
     columns: tuple[str, ...]
-    rows: Sequence[tuple[str, ...]]
+    rows: Sequence[tuple[str | Bar, ...]]
     footer: str = ""
+    names: int = 1
 
 
 @dataclass(frozen=True)

@@ -19,38 +19,20 @@ import anyio
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
-from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
 from mw_errors import CampaignStarting, MwError
 
 from .._core import read_journal
+from .._sections import progress_bar, section_table
 from ..grid import GridPlace, attach_grid
-from ..kinds import KINDS, Section, View, campaign_records
+from ..kinds import KINDS, View, campaign_records
 from ._client import connect, daemon_running, subscribe
 from ._protocol import Status
 from ._status import campaign_status
 
 __all__ = ["attach", "attach_campaign", "render"]
-
-
-def _bar(done: int, total: int) -> Table:
-    row = Table.grid(padding=(0, 1))
-    row.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), f"{done}/{total}")
-    return row
-
-
-def _section(section: Section) -> Any:
-    """A kind's table, with the line under it (only the line, when it has no rows)."""
-    if not section.rows:
-        return Text(section.footer)
-    table = Table(title=section.title, show_header=True, box=None)
-    for number, column in enumerate(section.columns):
-        table.add_column(column, justify="left" if number == 0 or not column else "right")
-    for row in section.rows:
-        table.add_row(*row)
-    return Group(table, Text(section.footer)) if section.footer else table
 
 
 def render(
@@ -71,7 +53,7 @@ def render(
     view = kind.view(entries, status.progress) if kind is not None else View()
     progress = Table(title="progress", show_header=False, box=None)
     for bar in view.bars:
-        progress.add_row(bar.label, _bar(bar.done, bar.total), bar.note)
+        progress.add_row(bar.label, progress_bar(bar.done, bar.total), bar.note)
     for label, text in view.lines:
         progress.add_row(label, Text(text), "")
     tree = Table(title="actors", show_header=True, box=None)
@@ -100,7 +82,7 @@ def render(
     # Without a daemon's events (a campaign run by hand, or one that ended), the
     # journal's own milestones are the recent events.
     recent = Text("\n".join(events or view.milestones) or "(no events yet)")
-    parts: list[Any] = [title, progress, *(_section(s) for s in view.sections)]
+    parts: list[Any] = [title, progress, *(section_table(s) for s in view.sections)]
     parts += [
         tree,
         spend,

@@ -39,7 +39,7 @@ import msgspec
 import meters
 from mw_errors import ConfigError, IntegrityError
 
-from .._campaign_kind import GridContext, Section
+from .._campaign_kind import Bar, GridContext, Section
 from .._cells import ENDED, CellState, run_state, slug, stable_tag
 from .._core import read_journal
 from .._reserver import BUDGET_RECORDS
@@ -550,13 +550,13 @@ def _section(cells: Sequence[Mapping[str, Any]]) -> Section:
             (
                 c["tag"],
                 c["state"] + (f" ({c['attempts']} set aside)" if c["attempts"] else ""),
-                f"{c['trials_ended']}/{c['trials'] or '?'}",
+                Bar("trials", c["trials_ended"], c["trials"]),
                 *("-" if v is None else f"{v:.4f}" for v in losses),
                 c["cost_usd"],
             )
         )
     columns = ("cell", "state", "trials", *(f"{t} loss" for t in tasks), "USD")
-    return Section(title="cells", columns=columns, rows=rows)
+    return Section(title="", columns=columns, rows=rows, names=2)
 
 
 def _float(value: str) -> float | None:

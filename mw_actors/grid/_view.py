@@ -16,10 +16,9 @@ from typing import Any
 import anyio
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from ..kinds import Section
+from .._sections import section_table
 from ._grid_file import DEFAULT_KIND, grid_kind
 from ._report import grid_status
 from ._run import GridPlace, grid_outcomes, grid_running, read_grid
@@ -33,19 +32,11 @@ __all__ = [
 ]
 
 
-def _table(section: Section) -> Table:
-    cells = Table(show_header=True, box=None)
-    for number, column in enumerate(section.columns):
-        cells.add_column(column, justify="left" if number < 2 else "right", overflow="fold")
-    for row in section.rows:
-        cells.add_row(*row)
-    return cells
-
-
 def render_grid(status: dict[str, Any]) -> Group:
     """One frame of the view, from :func:`grid_status`'s dict."""
     title = Text(f"grid {status['tag']}  ({status['state']})", style="bold")
-    cells = _table(grid_kind(status.get("kind", DEFAULT_KIND)).section(status["cells"]))
+    section = grid_kind(status.get("kind", DEFAULT_KIND)).section(status["cells"])
+    cells = section_table(section, fold=True)
     allocation = Decimal(status["allocation_usd"])
     spent = Decimal(status["spend_usd"])
     share = f" ({100 * spent / allocation:.1f}%)" if allocation else ""

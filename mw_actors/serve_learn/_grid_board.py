@@ -26,7 +26,7 @@ import msgspec
 
 import meters
 
-from .._campaign_kind import Section
+from .._campaign_kind import Bar, Section
 from .._cells import ENDED, CellState, run_state
 from .._core import read_journal
 from .._svg import Series, html_table, line_chart
@@ -273,13 +273,14 @@ def _so_far(final: float | None, so_far: float | None) -> str:
 def cells_section(cells: Sequence[Mapping[str, Any]]) -> Section:
     """``mw attach GRID``'s table: state, serving, tests, scores (``~``: so far), spend."""
     return Section(
-        title="cells",
+        title="",
         columns=("cell", "state", "served", "tested", "hidden", "full", "USD"),
+        names=2,
         rows=[
             (
                 c["tag"],
                 c["state"],
-                f"{c['served']}/{c['serving_total'] or '?'}",
+                Bar("served", c["served"], c["serving_total"] or 0),
                 str(c["tested"]),
                 _so_far(c["hidden"], c["hidden_so_far"]),
                 _so_far(c["fully_specified"], c["fully_specified_so_far"]),
