@@ -24,8 +24,8 @@ flight. A driver that dies takes its relay and its tasks with it: the next
 ``mw grid run`` resumes the grid.
 
 The cell's runner (its kind's: a campaign spec) travels to the worker as Ray
-ships arguments, the provider keys with it (in the cluster's object store). Ray is an optional extra
-(``pip install 'mw[ray]'``).
+ships arguments, the provider keys with it (in the cluster's object store).
+Ray is an optional extra (``pip install 'mw[ray]'``).
 """
 
 from __future__ import annotations

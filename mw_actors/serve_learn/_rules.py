@@ -505,7 +505,6 @@ def grow_each(
     now: int,
     outcomes: Sequence[str],
     *,
-    gate: float = CHI2_MIN,
     anchors: Sequence[float] = (),
 ) -> dict[str, Node]:
     """One rule tree per outcome, which says when it scores.
@@ -523,7 +522,7 @@ def grow_each(
         yes = sum(r.outcome == "yes" for r in labelled)
         prior = (yes + 0.5) / (len(labelled) + 1)
         root = Node()
-        _grow_one(root, labelled, now, outcome, prior, 0, gate, anchors)
+        _grow_one(root, labelled, now, outcome, prior, 0, anchors)
         trees[outcome] = root
     return trees
 
@@ -571,7 +570,6 @@ def _grow_one(
     outcome: str,
     prior: float,
     depth: int,
-    gate: float = CHI2_MIN,
     anchors: Sequence[float] = (),
 ) -> None:
     latest = max((row.block for row in rows), default=now)
@@ -593,12 +591,12 @@ def _grow_one(
     if found is None:
         return
     yes, no = _divide(node, rows, found)
-    if _chi2(yes, no, now) < gate:  # no surer than chance: the rule would learn noise
+    if _chi2(yes, no, now) < CHI2_MIN:  # no surer than chance: the rule would learn noise
         node.fact, node.op, node.value = None, "", ""
         return
     node.yes, node.no = Node(), Node()
     for child, side in ((node.yes, yes), (node.no, no)):
-        _grow_one(child, side, now, outcome, node.estimate[outcome], depth + 1, gate, anchors)
+        _grow_one(child, side, now, outcome, node.estimate[outcome], depth + 1, anchors)
 
 
 def _chi2(yes: Sequence[Row], no: Sequence[Row], now: int) -> float:
