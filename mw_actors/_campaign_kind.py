@@ -169,6 +169,7 @@ class Outcome(Protocol):
 class GridKind(Protocol):
     title: str  # "a serve-and-learn grid": how an error names a grid of this kind
     fields: tuple[str, ...]  # its grid file's own fields (beside tag, kind, allocation, ...)
+    names: int  # the leaderboard's leading columns that name a row (left-aligned)
     grid_type: type[Any]  # its Grid, as grid.json holds it
 
     def grid(self, raw: Mapping[str, Any], source: str, base: Path, allocation: Decimal) -> Grid:

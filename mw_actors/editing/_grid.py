@@ -602,6 +602,7 @@ class EditingGrid:
 
     title: str = "an editing grid"
     fields: tuple[str, ...] = ("config", "arms", "seeds", "students")
+    names: int = 2  # student, arm
     grid_type: type[Any] = EditGridSpec
 
     def grid(

@@ -38,7 +38,7 @@ __all__ = [
 
 
 class Leaderboard:
-    """The table: ``columns``, then one row (a dict of strings) per (model, method)."""
+    """The table: ``columns``, then its rows (dicts of strings), as the grid's kind makes them."""
 
     def __init__(self, columns: list[str], rows: list[dict[str, str]]) -> None:
         self.columns, self.rows = columns, rows
@@ -64,21 +64,13 @@ def leaderboard_csv(outcomes: Sequence[Any]) -> str:
     return out.getvalue()
 
 
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return text in ("", "unknown")
-    return True
-
-
 def leaderboard_markdown(outcomes: Sequence[Any]) -> str:
     """The leaderboard as a Markdown table: names left-aligned, figures right-aligned."""
     board = leaderboard(outcomes)
-    named = {c for c in board.columns if not all(_numeric(r[c]) for r in board.rows)}
+    names = grid_kind(_kind(outcomes)).names
     lines = [
         "| " + " | ".join(board.columns) + " |",
-        "|" + "|".join("---" if c in named else "---:" for c in board.columns) + "|",
+        "|" + "|".join("---" if i < names else "---:" for i in range(len(board.columns))) + "|",
     ]
     lines += ["| " + " | ".join(row[c] or "-" for c in board.columns) + " |" for row in board.rows]
     return "\n".join(lines) + "\n"

@@ -165,6 +165,7 @@ class ServeLearnJob:
 class ServeLearnGrid:
     title: str = "a serve-and-learn grid"
     fields: tuple[str, ...] = ("scenarios", "methods", "models", "learner_models", *CELL_FIELDS)
+    names: int = 2  # model, method
     grid_type: type[Any] = GridSpec
 
     def grid(

@@ -135,6 +135,7 @@ class NapJob:
 class NapGrid:
     title: str = "a nap grid"
     fields: tuple[str, ...] = ("naps",)
+    names: int = 1  # cell
     grid_type: type[Any] = NapGridSpec
 
     def grid(

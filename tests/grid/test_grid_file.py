@@ -15,6 +15,7 @@ from mw_actors.grid import (
     cell_tag,
     leaderboard,
     leaderboard_csv,
+    leaderboard_markdown,
     load_grid,
     read_grid,
     setting_column,
@@ -170,6 +171,9 @@ def test_averages_need_every_official_setting_and_unknown_is_never_a_score() -> 
     header = leaderboard_csv(unfinished).splitlines()[0].split(",")
     assert header[:3] == ["model", "method", "retail_H_L1"]
     assert header[-3:] == ["avg_h", "avg_f", "api_cost_usd"]
+    # Markdown: the row's names (model, method) left-aligned, every score right-aligned.
+    rule = leaderboard_markdown(unfinished).splitlines()[1]
+    assert rule == "|---|---|" + "---:|" * (len(header) - 2)
 
 
 # The benchmark's read_rows leaves its files to the garbage collector.
