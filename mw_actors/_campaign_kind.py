@@ -10,8 +10,9 @@ Its lifecycle, as the daemon drives it::
 
     submit(kind, tag, spec)   prepare(tag, spec, resume=False, context) -> (runner, allocation)
                               refused here: nothing registered, nothing written
-    run                       await runner()  (the kind's own campaign tree: lock, journal,
-                              start record, ..., end record, outputs)
+    run                       await runner(): run_kind(the kind's Lifecycle) locks the run,
+                              opens its tree, resumes or starts, runs, stops its meters,
+                              writes the end record and the outputs (mw_actors._lifecycle)
     daemon restarts           a registered run without its end record: resumable kinds
                               are prepared again with resume=True; the others abandon()
                               it (what was in flight ends as unknown) and are not rerun
@@ -227,6 +228,7 @@ class CampaignKind(Protocol):
     started: type[Record]  # the record a run of this kind starts its journal with
     resumable: bool  # a run stopped without its end record continues where it stopped
     progress_keys: tuple[str, ...]  # the counts its progress holds, in the order shown
+    spend_roles: tuple[str, ...]  # the meters' roles its spend is read by, in the order shown
     grid: GridKind | None  # how it runs in a grid (None: it does not)
 
     async def prepare(

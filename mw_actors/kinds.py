@@ -2,7 +2,10 @@
 
 The daemon, ``mw status``, the status a daemon serves and the grids look a kind
 up here (:func:`kind_of`) and ask it (``mw_actors._campaign_kind.CampaignKind``); a
-new kind implements that protocol in its own package and adds one line here.
+new kind implements that protocol in its own package and adds one line here. Its
+runner runs under the lifecycle every kind shares (:func:`run_kind`, given the
+kind's :class:`Lifecycle`: lock, resume or start, run, stop meters, end record,
+outputs).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ._campaign_kind import (
     View,
 )
 from ._core import Record
+from ._lifecycle import Lifecycle, Stage, run_kind
 from ._reserver import BUDGET_RECORDS
 from .editing import EDITING
 from .serve_learn import SERVE_LEARN
@@ -38,14 +42,17 @@ __all__ = [
     "Grid",
     "GridContext",
     "GridKind",
+    "Lifecycle",
     "Outcome",
     "Runner",
     "Section",
+    "Stage",
     "State",
     "Summary",
     "View",
     "campaign_records",
     "kind_of",
+    "run_kind",
 ]
 
 KINDS: dict[str, CampaignKind] = {kind.name: kind for kind in (SERVE_LEARN, EDITING)}

@@ -148,7 +148,7 @@ class _Campaign:
             kind=self.kind,
             state="failed" if self.done.is_set() else "running",
             progress=dict.fromkeys(getattr(KINDS.get(self.kind), "progress_keys", ()), 0),
-            spend_usd={"host": "0", "learner": "0"},
+            spend_usd=dict.fromkeys(getattr(KINDS.get(self.kind), "spend_roles", ()), "0"),
             allocation_usd=self.allocation_usd,
             open_actor_runs=0,
         )
@@ -396,7 +396,7 @@ class Daemon:
             try:
                 kind = str(_read_entry(self.paths.registry / f"{tag}.json")["kind"])
             except (OSError, ValueError, KeyError):
-                kind = "serve-learn"
+                kind = "unknown"  # its registry entry cannot be read either
             campaign = _Campaign(kind, tag, {})
             campaign.done.set()
             campaign.error = exc.render() if isinstance(exc, MwError) else repr(exc)

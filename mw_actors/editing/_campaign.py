@@ -55,7 +55,6 @@ from mw_errors import (
 from sandbox import Limits, SandboxConfig, open_sandbox
 from sandbox import self_test as sandbox_self_test
 
-from .._campaign_tree import open_campaign_tree
 from .._core import (
     Actor,
     ActorContext,
@@ -67,7 +66,7 @@ from .._core import (
     get_logger,
 )
 from .._hashing import file_sha256, payload_sha256
-from .._lock import campaign_lock
+from .._lifecycle import Lifecycle, Stage, run_kind
 from .._metering import ledger_lines, start_meter
 from .._reserver import BUDGET_RECORDS
 from ._actions import load_actions
@@ -288,7 +287,7 @@ class TrialScheduler(Actor[Any]):
         reserver: Reserver,
         grader: ActorRef[GradeJob],
         meters: SupervisorRef,
-        done: anyio.Event,
+        finished: Finished,
     ) -> None:
         self.loaded = loaded
         self.reserver = reserver  # the campaign's budget (or a grid's)
@@ -296,7 +295,7 @@ class TrialScheduler(Actor[Any]):
         self.grader = grader
         self.layout = layout
         self.options = options
-        self.done = done
+        self.finished = finished
         self.policy = load_checked_policy(loaded)
         self.backend = "local-trusted" if options.local_trusted else "bwrap"
 
@@ -308,43 +307,13 @@ class TrialScheduler(Actor[Any]):
         return None
 
     async def run(self, ctx: ActorContext) -> None:
-        config = self.loaded.config
-        trials = self.loaded.trials()
-        await self.journal.append(
-            EditingStarted(
-                name=config.name,
-                labels=list(config.labels),
-                config_sha256=self.loaded.sha256,
-                backend=self.backend,
-                isolated=self.backend == "bwrap",
-                local_trusted=self.options.local_trusted,
-                trials=[t.id for t in trials],
-                allocation_usd=usd(self.loaded.allocation),
-                tolerance=config.grading.tolerance,
-                seed=config.seed,
-            )
-        )
         completed = 0
-        for trial in trials:
+        for trial in self.loaded.trials():
             completed += await self._trial(trial) == "completed"
-        self._write_wire_ledger()
-        await self.journal.append(EditingEnded(completed=completed, trials=len(trials)))
-
-    def _write_wire_ledger(self) -> None:
-        """``wire_ledger.json``: the host role's spend over every trial's ledger lines."""
-        lines = []
-        for path in sorted((self.layout.root / "trials").glob("*/policy/ledger/ledger.jsonl")):
-            lines.extend(read_ledger(path))
-        summary = summarize(
-            lines,
-            "host",
-            allocation_usd=self.loaded.allocation,
-            prices_date=self.loaded.prices.date if self.loaded.prices else None,
-        )
-        write_atomically(self.layout.root / "wire_ledger.json", encode_summary(summary))
+        self.finished.completed = completed
 
     async def terminate(self, ctx: ActorContext, reason: object, interrupted: bool) -> None:
-        self.done.set()
+        self.finished.event.set()
 
     async def _trial(self, trial: Trial) -> str:
         envelope = trial_envelope(self.loaded, trial.arm, self.policy)
@@ -602,45 +571,96 @@ async def run_campaign(
     if not options.local_trusted:
         await probe_sandbox(options)
     layout = prepare_run(loaded, output)
-    done = anyio.Event()
-    # The campaign supervisor: the grader, then the trial scheduler (started once the
-    # grader is up). A failure of either ends the campaign: trials never retry.
-    campaign = SupervisorSpec(
-        strategy="one_for_all",
-        intensity=0,
-        period=1,
-        children=[ChildSpec(id="grader", start=lambda: Grader(options))],
-    )
-    with campaign_lock(layout.root):
-        await _run_tree(loaded, layout, options, campaign, done, budget)
+    await run_kind(_Editing(loaded, layout, options), budget=budget)
     return layout
 
 
-async def _run_tree(
-    loaded: Loaded,
-    layout: RunLayout,
-    options: CampaignOptions,
-    campaign_spec: SupervisorSpec,
-    done: anyio.Event,
-    budget: Reserver | None,
-) -> None:
-    records = [*BUDGET_RECORDS, *EDITING_RECORDS]
-    async with open_campaign_tree(
-        layout.journal, records, loaded.allocation, campaign=campaign_spec, budget=budget
-    ) as tree:
+@dataclass
+class Finished:
+    """How the trial scheduler ended.
+
+    ``event`` is set when it stops; ``completed`` counts the trials that completed,
+    once it has run them all (None if it stopped before).
+    """
+
+    event: anyio.Event = field(default_factory=anyio.Event)
+    completed: int | None = None
+
+
+class _Editing(Lifecycle[Finished]):
+    """An editing campaign's steps under :func:`run_kind`.
+
+    It never resumes: a run that stopped keeps no end record, and its report says so.
+    """
+
+    def __init__(self, loaded: Loaded, layout: RunLayout, options: CampaignOptions) -> None:
+        self.loaded, self.layout, self.options = loaded, layout, options
+        self.root, self.journal = layout.root, layout.journal
+        self.records, self.allocation = [*BUDGET_RECORDS, *EDITING_RECORDS], loaded.allocation
+        # The campaign supervisor: the grader, then the trial scheduler (started once the
+        # grader is up). A failure of either ends the campaign: trials never retry.
+        self.campaign = SupervisorSpec(
+            strategy="one_for_all",
+            intensity=0,
+            period=1,
+            children=[ChildSpec(id="grader", start=lambda: Grader(options))],
+        )
+
+    async def started(self, stage: Stage) -> None:
+        config, options = self.loaded.config, self.options
+        await stage.tree.journal.append(
+            EditingStarted(
+                name=config.name,
+                labels=list(config.labels),
+                config_sha256=self.loaded.sha256,
+                backend="local-trusted" if options.local_trusted else "bwrap",
+                isolated=not options.local_trusted,
+                local_trusted=options.local_trusted,
+                trials=[t.id for t in self.loaded.trials()],
+                allocation_usd=usd(self.loaded.allocation),
+                tolerance=config.grading.tolerance,
+                seed=config.seed,
+            )
+        )
+
+    async def run(self, stage: Stage) -> Finished:
+        tree, finished = stage.tree, Finished()
         campaign = await tree.campaign()
         grader = await campaign.child("grader")
 
         def scheduler() -> TrialScheduler:
             return TrialScheduler(
-                loaded,
-                layout,
-                options,
+                self.loaded,
+                self.layout,
+                self.options,
                 reserver=tree.budget,
                 grader=grader,
                 meters=tree.runtime.root,
-                done=done,
+                finished=finished,
             )
 
         await campaign.start_child(ChildSpec(id="scheduler", start=scheduler, restart="temporary"))
-        await done.wait()
+        await finished.event.wait()
+        return finished
+
+    async def ended(self, stage: Stage, result: Finished) -> None:
+        if result.completed is None:  # the scheduler crashed: no end record
+            return
+        # The spend summary first: an end record vouches for it.
+        await anyio.to_thread.run_sync(write_wire_ledger, self.loaded, self.layout)
+        trials = len(self.loaded.trials())
+        await stage.tree.journal.append(EditingEnded(completed=result.completed, trials=trials))
+
+
+def write_wire_ledger(loaded: Loaded, layout: RunLayout) -> None:
+    """``wire_ledger.json``: the host role's spend over every trial's ledger lines."""
+    lines = []
+    for path in sorted((layout.root / "trials").glob("*/policy/ledger/ledger.jsonl")):
+        lines.extend(read_ledger(path))
+    summary = summarize(
+        lines,
+        "host",
+        allocation_usd=loaded.allocation,
+        prices_date=loaded.prices.date if loaded.prices else None,
+    )
+    write_atomically(layout.root / "wire_ledger.json", encode_summary(summary))

@@ -49,6 +49,7 @@ class EditingKind:
     resumable: bool = False  # a trial is never retried: regrade it, or start a new run
     grid: GridKind | None = EDITING_GRID  # how its grids name, run and read their cells
     progress_keys: tuple[str, ...] = ("trials_done",)
+    spend_roles: tuple[str, ...] = ("host", "learner")  # the policy's meter; the learner's is 0
 
     async def prepare(
         self, tag: str, spec: Mapping[str, Any], *, resume: bool, context: Context

@@ -47,6 +47,7 @@ class ServeLearnKind:
     resumable: bool = True  # a stopped campaign continues from its journal
     grid: GridKind | None = SERVE_LEARN_GRID  # how its grids name, run and read their cells
     progress_keys: tuple[str, ...] = ("cases_served", "blocks_learned", "windows_tested")
+    spend_roles: tuple[str, ...] = ("host", "learner")
 
     async def prepare(
         self, tag: str, spec: Mapping[str, Any], *, resume: bool, context: Context

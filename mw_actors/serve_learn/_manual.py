@@ -20,9 +20,8 @@ import anyio
 
 from mw_errors import ConfigError
 
-from .._campaign_tree import CampaignTree, open_campaign_tree
 from .._core import read_journal
-from .._lock import campaign_lock
+from .._lifecycle import Lifecycle, Stage, run_kind
 from ._checks import check_model, prepare_scenario, probe_endpoints
 from ._episode import serve_episode
 from ._methods import make_method
@@ -89,62 +88,72 @@ async def run_manual_tests(spec: CampaignSpec) -> ManualReport:
     manual = RunDir(campaign.root, "manual", spec.scenario, method.name)
     for path in (manual.evidence, manual.results.parent):
         path.mkdir(parents=True, exist_ok=True)
-    with campaign_lock(manual.root):
-        shared = Shared(spec, manual, scenario, schedule, method)
-        # The campaign's checkpoints, as its journal says they are now (read only); the
-        # manual run's own episodes, from its own journal.
-        interrupted = await anyio.to_thread.run_sync(lambda: restore(shared, checkpoints=campaign))
-        # One budget for every meter of the run (host, judge), kept by a reserver journaled
-        # with the run's episodes and rebuilt from its ledger, as a campaign's is.
-        async with open_campaign_tree(
-            manual.journal,
-            CAMPAIGN_RECORDS,
-            spec.allocation_usd,
-            ledger=manual.root / "ledger.jsonl",
-        ) as tree:
-            await end_interrupted(shared, tree.journal, interrupted)
-            tested, skipped, earlier = await _test_ready_windows(shared, tree)
-    await anyio.to_thread.run_sync(
-        lambda: write_outputs(manual, spec, method, scenario, shared.records())
-    )
+    shared = Shared(spec, manual, scenario, schedule, method)
+    tested, skipped, earlier = await run_kind(_ManualTests(shared, campaign))
     return ManualReport(manual, tested, skipped, earlier)
 
 
-async def _test_ready_windows(
-    shared: Shared, tree: CampaignTree
-) -> tuple[list[int], list[int], list[int]]:
-    spec = shared.spec
+Windows = tuple[list[int], list[int], list[int]]  # tested, skipped, tested earlier
+
+
+class _ManualTests(Lifecycle[Windows]):
+    """Manual test mode's steps under :func:`run_kind`: no start or end record of its own.
+
+    One budget for every meter of the run (host, judge), kept by a reserver journaled
+    with the run's episodes and rebuilt from its ledger, as a campaign's is.
+    """
+
+    def __init__(self, shared: Shared, campaign: RunDir) -> None:
+        self.shared, self.learned = shared, campaign
+        manual = shared.run
+        self.root, self.journal, self.records = manual.root, manual.journal, CAMPAIGN_RECORDS
+        self.allocation, self.ledger = shared.spec.allocation_usd, manual.root / "ledger.jsonl"
+
+    async def started(self, stage: Stage) -> None:
+        # The campaign's checkpoints, as its journal says they are now (read only); the
+        # manual run's own episodes, from its own journal.
+        shared = self.shared
+        interrupted = await anyio.to_thread.run_sync(
+            lambda: restore(shared, checkpoints=self.learned)
+        )
+        await end_interrupted(shared, stage.tree.journal, interrupted)
+
+    async def run(self, stage: Stage) -> Windows:
+        return await _test_ready_windows(self.shared, stage)
+
+    def write_outputs(self, result: Windows) -> None:
+        shared = self.shared
+        write_outputs(shared.run, shared.spec, shared.method, shared.scenario, shared.records())
+
+
+async def _test_ready_windows(shared: Shared, stage: Stage) -> Windows:
+    spec, tree, services = shared.spec, stage.tree, stage.services
     journal = tree.journal
     tested: list[int] = []
     skipped: list[int] = []
     earlier: list[int] = []
-    async with anyio.create_task_group() as services:
-        config = await start_upstream(spec, "host", shared.run.root, services)
-        host = await tree.meter("host-meter", config)
-        judge = None
-        if spec.judged:  # the verifier's judge, through a meter of its own
-            root = shared.run.root / "judge"
-            judge_config = await start_upstream(spec, "judge", root, services)
-            judged = await tree.meter("judge-meter", judge_config)
-            judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
-        model = spec.wire_model(spec.model)
-        async with shared.player.connected(
-            host.port, model, spec.reasoning_effort, judge, spec.max_tokens
-        ):
-            for window in shared.plan.windows:
-                tests = [t for t in shared.scenario.test if t.window == window.window]
-                if tests and all(t.task_id in shared.ended for t in tests):
-                    earlier.append(window.window)
-                    continue
-                if not shared.versions.ready(window.test_version).is_set():
-                    skipped.append(window.window)
-                    continue
-                async with anyio.create_task_group() as tg:
-                    for task in tests:
-                        tg.start_soon(
-                            serve_episode, shared, journal, task, "test", window.test_version
-                        )
-                tested.append(window.window)
-        await tree.stop_meters()  # before the providers go
-        services.cancel_scope.cancel()
+    config = await start_upstream(spec, "host", shared.run.root, services)
+    host = await tree.meter("host-meter", config)
+    judge = None
+    if spec.judged:  # the verifier's judge, through a meter of its own
+        root = shared.run.root / "judge"
+        judge_config = await start_upstream(spec, "judge", root, services)
+        judged = await tree.meter("judge-meter", judge_config)
+        judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
+    model = spec.wire_model(spec.model)
+    async with shared.player.connected(
+        host.port, model, spec.reasoning_effort, judge, spec.max_tokens
+    ):
+        for window in shared.plan.windows:
+            tests = [t for t in shared.scenario.test if t.window == window.window]
+            if tests and all(t.task_id in shared.ended for t in tests):
+                earlier.append(window.window)
+                continue
+            if not shared.versions.ready(window.test_version).is_set():
+                skipped.append(window.window)
+                continue
+            async with anyio.create_task_group() as tg:
+                for task in tests:
+                    tg.start_soon(serve_episode, shared, journal, task, "test", window.test_version)
+            tested.append(window.window)
     return tested, skipped, earlier

@@ -217,3 +217,21 @@ def test_a_closed_pipe_is_not_a_traceback() -> None:
         shell=True, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.anyio
+async def test_a_registry_entry_that_cannot_be_read_is_listed_failed_of_no_kind(
+    runs: Path,
+) -> None:
+    """Its kind is unknown: it was listed as a serve-and-learn campaign, with that kind's spend."""
+    paths = DaemonPaths(runs)
+    paths.registry.mkdir(parents=True)
+    (paths.registry / "torn.json").write_text('{"kind": "nap", "ta')  # a torn write
+    daemon = Daemon(runs, DaemonOptions())
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.serve)
+        async with connect_daemon(runs) as control:
+            (listed,) = await control.request(ListCampaigns())
+        daemon.stop()
+    assert (listed["tag"], listed["kind"], listed["state"]) == ("torn", "unknown", "failed")
+    assert listed["spend_usd"] == {} and listed["progress"] == {}

@@ -68,20 +68,42 @@ class NapEnded(Record, tag="nap.ended", frozen=True):
 class NapSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     naps: int
     seconds: float = 0.01
+    allocation_usd: Decimal = Decimal("1")
 
 
-async def _nap(journal: Path, tag: str, nap: NapSpec, budget: meters.Reserver | None) -> None:
-    """Each nap a record (reserved from ``budget`` first, where there is one), then the end."""
-    async with open_journal(journal, record_types=Naps.records) as out:
-        await out.append(NapStarted(tag=tag, naps=nap.naps))
-        for number in range(nap.naps):
-            if budget is not None:
-                granted = await budget.reserve(Decimal("0.01"), f"{tag}/nap{number}")
-                assert isinstance(granted, meters.Granted)
-                await budget.release(granted.id)
-            await anyio.sleep(nap.seconds)
-            await out.append(Napped(number=number))
-        await out.append(NapEnded(state="completed"))
+NAP_RECORDS = (NapStarted, Napped, NapEnded)
+
+
+class NapRun(kinds.Lifecycle[int]):
+    """Its run, under the lifecycle every kind shares: each nap reserved from the budget
+    and recorded, then the end record, then a file of its naps (the outputs)."""
+
+    def __init__(self, root: Path, tag: str, nap: NapSpec) -> None:
+        self.root, self.journal, self.tag, self.nap = root, root / "journal", tag, nap
+        self.records, self.allocation = Naps.records, nap.allocation_usd
+
+    async def started(self, stage: kinds.Stage) -> None:
+        await stage.tree.journal.append(NapStarted(tag=self.tag, naps=self.nap.naps))
+
+    async def run(self, stage: kinds.Stage) -> int:
+        for number in range(self.nap.naps):
+            granted = await stage.tree.budget.reserve(Decimal("0.01"), f"{self.tag}/nap{number}")
+            assert isinstance(granted, meters.Granted)
+            await stage.tree.budget.release(granted.id)
+            await anyio.sleep(self.nap.seconds)
+            await stage.tree.journal.append(Napped(number=number))
+        return self.nap.naps
+
+    async def ended(self, stage: kinds.Stage, result: int) -> None:
+        await stage.tree.journal.append(NapEnded(state="completed"))
+
+    def write_outputs(self, result: int) -> None:
+        (self.root / "naps.txt").write_text(f"{result} naps\n")
+
+
+async def _nap(root: Path, tag: str, nap: NapSpec, budget: meters.Reserver | None) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    await kinds.run_kind(NapRun(root, tag, nap), budget=budget)
 
 
 # -- its grid: one cell per number of naps --------------------------------------------------
@@ -129,7 +151,7 @@ class NapJob:
     naps: int
 
     async def run(self, budget: meters.Reserver) -> None:
-        await _nap(self.journal, self.tag, NapSpec(naps=self.naps), budget)
+        await _nap(self.journal.parent, self.tag, NapSpec(naps=self.naps), budget)
 
 
 class NapGrid:
@@ -201,10 +223,11 @@ class Naps:
     """A kind that only sleeps and records: each nap a record, then its end."""
 
     name: str = "nap"
-    records: Sequence[type[Record]] = (NapStarted, Napped, NapEnded)
+    records: Sequence[type[Record]] = (*BUDGET_RECORDS, *NAP_RECORDS)
     started: type[Record] = NapStarted
     resumable: bool = False
     progress_keys: tuple[str, ...] = ("naps_taken",)
+    spend_roles: tuple[str, ...] = ()  # a nap spends nothing
     grid: kinds.GridKind | None = NapGrid()
     abandoned: ClassVar[list[Path]] = []
 
@@ -215,7 +238,7 @@ class Naps:
             nap = msgspec.convert(spec, NapSpec)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"a nap campaign's spec: {exc}", hint='send {"naps": 3}') from None
-        return partial(_nap, context.runs / tag / "journal", tag, nap, None), "0"
+        return partial(_nap, context.runs / tag, tag, nap, None), str(nap.allocation_usd)
 
     async def abandon(self, run: Path) -> None:
         self.abandoned.append(run)
@@ -253,6 +276,7 @@ async def test_a_new_kind_runs_under_the_daemon_and_reads_in_its_status(runs: Pa
         async with connect(runs) as control:
             submitted = await control.request(Submit(kind="nap", tag="n1", spec={"naps": 3}))
             assert submitted["kind"] == "nap" and submitted["progress"] == {"naps_taken": 0}
+            assert submitted["spend_usd"] == {}  # its own roles: none
             with anyio.fail_after(30):
                 while (now := await control.request(Status(tag="n1")))["state"] != "completed":
                     await anyio.sleep(0.02)
@@ -273,7 +297,8 @@ async def test_a_new_kind_runs_under_the_daemon_and_reads_in_its_status(runs: Pa
     frame = console.export_text()
     assert "n1  (nap, completed)" in frame and "3/3" in frame and "quiet" in frame, frame
     written = [type(e.rec) for e in read_journal(runs / "n1" / "journal", Naps.records)]
-    assert [t for t in written if t in Naps.records] == [NapStarted, *[Napped] * 3, NapEnded]
+    assert [t for t in written if t in NAP_RECORDS] == [NapStarted, *[Napped] * 3, NapEnded]
+    assert (runs / "n1" / "naps.txt").read_text() == "3 naps\n"  # its outputs, after its end
 
 
 async def test_a_run_of_a_kind_that_never_continues_is_abandoned_on_restart(runs: Path) -> None:
