@@ -68,6 +68,7 @@ MAX_DEPTH = 8
 MAX_CATEGORIES = 16  # a category with more values is a name (a person, a firm, a month)
 MIN_NAME = 4  # cases on the named side of a split on a name
 NAME_WEIGHT = 0.25  # of a name's (or word's) gain: a rule on one name reaches no other
+LOOKAHEAD = 6  # a root's best tests, each weighed with the best test it leaves on each side
 CHI2_MIN = 3.84  # a split must be this sure (chi-squared, p < 0.05 at one degree of freedom)
 SUMMED = 3  # numbers whose pairwise sums a split may test: the best splitting ones
 SAME_SCALE = 10.0  # two numbers summed have medians within this factor (one unit, likely)
@@ -301,13 +302,25 @@ def _gini(weights: Sequence[float]) -> float:
     return total - sum(w * w for w in weights) / total
 
 
+Test = tuple[str, str, Value]  # a rule on one fact: (fact, "<=" or "=", value)
+
+
 def _split(
     rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY, anchors: Sequence[float] = ()
-) -> tuple[str, str, Value] | None:
-    """The test on one fact that best separates the outcomes that scored.
+) -> Test | None:
+    """The test on one fact that best separates the outcomes that scored."""
+    found = _candidates(rows, now, decay, anchors)
+    return found[0][1] if found else None
 
-    Thresholds are swept in one pass per fact (sorted values, running label weights).
-    Outcomes are counted by index, so a sweep step adds one weight and reads two sums.
+
+def _candidates(
+    rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY, anchors: Sequence[float] = ()
+) -> list[tuple[float, Test]]:
+    """Every test that separates the outcomes that scored, with its gain: the best first.
+
+    Each fact gives its best threshold (or each of its categories). Thresholds are
+    swept in one pass per fact (sorted values, running label weights). Outcomes are
+    counted by index, so a sweep step adds one weight and reads two sums.
     """
     labels: dict[str, int] = {}
     wins: list[tuple[Row, int, float]] = []
@@ -320,7 +333,7 @@ def _split(
         total[label] += weight
     base = _gini(total)
     if base <= 1e-9 or len(wins) < 2 * MIN_LEAF:
-        return None
+        return []
     width = len(total)
     numeric, counted = _tallies(wins, width)
     seen: set[tuple[str, str]] = set()
@@ -332,13 +345,16 @@ def _split(
     groups: dict[str, list[str]] = {}
     for key, category in sorted(counted):
         groups.setdefault(key, []).append(category)
-    best: tuple[float, str, str, Value] | None = None
+    best: tuple[float, Test] | None = None
+    found: list[tuple[float, Test]] = []
 
     def consider(gain: float, key: str, op: str, value: Value) -> None:
         nonlocal best
         gain -= 1e-6 if key.startswith("word:") else 0.0  # a word is a weaker reading
-        if gain > 1e-6 and (best is None or gain > best[0] + 1e-12):
-            best = (gain, key, op, value)
+        if gain > 1e-6:
+            found.append((gain, (key, op, value)))
+            if best is None or gain > best[0] + 1e-12:
+                best = found[-1]
 
     def sweep(key: str, found: list[tuple[float, int, float]]) -> float:
         """Consider the best threshold on one number; its gain."""
@@ -386,13 +402,16 @@ def _split(
         if high > SAME_SCALE * max(low, 1e-9):  # sizes apart: not one quantity's parts
             continue
         name = f"{a}{SUM}{b}"
-        found = []
+        summed_values = []
         for row, label, weight in wins:
             both = value_of(row.facts, name)
             if isinstance(both, float):
-                found.append((both, label, weight))
-        sweep(name, found)
-    return None if best is None else best[1:]
+                summed_values.append((both, label, weight))
+        sweep(name, summed_values)
+    if best is None:
+        return []
+    # The best first (the first considered of equal gains), then the others by gain.
+    return [best, *sorted((c for c in found if c is not best), key=lambda c: -c[0])]
 
 
 def _tallies(
@@ -506,11 +525,15 @@ def grow_each(
     outcomes: Sequence[str],
     *,
     anchors: Sequence[float] = (),
+    look: bool = False,
 ) -> dict[str, Node]:
     """One rule tree per outcome, which says when it scores.
 
     An outcome's rows are the cases it was taken on (scored or not) and the cases
     another outcome scored on (an implied failure: that case wanted something else).
+    ``look``: the root's rule is chosen a step ahead (:func:`_lookahead`), so that a
+    conjunction whose parts say little alone (a category, and an amount over its
+    limit) is found; else each rule is the best one alone (greedy, and cheaper).
     """
     trees = {}
     for outcome in outcomes:
@@ -522,7 +545,7 @@ def grow_each(
         yes = sum(r.outcome == "yes" for r in labelled)
         prior = (yes + 0.5) / (len(labelled) + 1)
         root = Node()
-        _grow_one(root, labelled, now, outcome, prior, 0, anchors)
+        _grow_one(root, labelled, now, outcome, prior, 0, anchors, look)
         trees[outcome] = root
     return trees
 
@@ -571,6 +594,7 @@ def _grow_one(
     prior: float,
     depth: int,
     anchors: Sequence[float] = (),
+    look: bool = False,
 ) -> None:
     latest = max((row.block for row in rows), default=now)
     won = lost = 0.0
@@ -587,7 +611,10 @@ def _grow_one(
     node.estimate = {outcome: (won + SMOOTHING * prior) / (won + lost + SMOOTHING)}
     if depth >= MAX_DEPTH:
         return
-    found = _split(rows, now, anchors=anchors)
+    if look and depth == 0:  # the root's rule, chosen a step ahead
+        found = _lookahead(rows, now, anchors)
+    else:
+        found = _split(rows, now, anchors=anchors)
     if found is None:
         return
     yes, no = _divide(node, rows, found)
@@ -597,6 +624,31 @@ def _grow_one(
     node.yes, node.no = Node(), Node()
     for child, side in ((node.yes, yes), (node.no, no)):
         _grow_one(child, side, now, outcome, node.estimate[outcome], depth + 1, anchors)
+
+
+def _lookahead(rows: Sequence[Row], now: int, anchors: Sequence[float]) -> Test | None:
+    """The rule that, with the best rule on each of its sides, separates the outcomes best.
+
+    Of the :data:`LOOKAHEAD` best rules alone, each one that passes the chi-squared
+    gate is weighed by its gain plus the gain of the best rule on each side it leaves.
+    "Over the limit" may be ``category = electronics and amount > 460``: neither part
+    alone splits the cases well where other categories and amounts mix, so a greedy
+    tree takes a third fact that splits a little better alone and never finds the pair.
+    """
+    found = _candidates(rows, now, anchors=anchors)
+    best: tuple[float, Test] | None = None
+    for gain, test in found[:LOOKAHEAD]:
+        yes, no = _divide(Node(), rows, test)
+        if _chi2(yes, no, now) < CHI2_MIN:
+            continue
+        for side in (yes, no):
+            below = _candidates(side, now, anchors=anchors)
+            gain += below[0][0] if below else 0.0
+        if best is None or gain > best[0] + 1e-12:
+            best = (gain, test)
+    if best is not None:
+        return best[1]
+    return found[0][1] if found else None
 
 
 def _chi2(yes: Sequence[Row], no: Sequence[Row], now: int) -> float:

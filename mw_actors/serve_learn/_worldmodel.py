@@ -812,12 +812,16 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "")
         scopes=rules.scopes(single),
     )
     model.as_cases = _as_cases(model, rows, cases, since, anchors)
+    # The model's rules, grown once more: from the items of the cases that scored too
+    # (where single cases of a kind are few, their items are most of its evidence), and
+    # each root's rule chosen a step ahead. The regime's greedy trees only compared
+    # where the evidence starts.
     items = _items_as_cases(model, rows, cases)
-    if items:  # the single cases' rules learn from the items of the cases that scored too
-        taught = _evidence([*rows, *items], since)
-        model.trees = rules.grow_each(taught, now, signatures, anchors=anchors)
+    taught = _evidence([*rows, *items], since)
+    model.trees = rules.grow_each(taught, now, signatures, anchors=anchors, look=True)
+    if items:
         model.scopes = rules.scopes([*single, *items])
-        model.as_cases = _as_cases(model, rows, cases, since, anchors)
+    model.as_cases = _as_cases(model, rows, cases, since, anchors)
     return model
 
 
