@@ -110,6 +110,11 @@ class CampaignOptions:
     grader_timeout: float = 1800.0
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
+    @property
+    def backend(self) -> str:
+        """The sandbox the trials' editors run in."""
+        return "local-trusted" if self.local_trusted else "bwrap"
+
     def grader_env(self, threads: int) -> dict[str, str]:
         omp = self.omp_num_threads or str(threads)
         return {"OMP_NUM_THREADS": omp, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -297,7 +302,7 @@ class TrialScheduler(Actor[Any]):
         self.options = options
         self.finished = finished
         self.policy = load_checked_policy(loaded)
-        self.backend = "local-trusted" if options.local_trusted else "bwrap"
+        self.backend = options.backend
 
     async def init(self, ctx: ActorContext) -> object:
         self.ctx = ctx
@@ -613,8 +618,8 @@ class _Editing(Lifecycle[Finished]):
                 name=config.name,
                 labels=list(config.labels),
                 config_sha256=self.loaded.sha256,
-                backend="local-trusted" if options.local_trusted else "bwrap",
-                isolated=not options.local_trusted,
+                backend=options.backend,
+                isolated=options.backend == "bwrap",
                 local_trusted=options.local_trusted,
                 trials=[t.id for t in self.loaded.trials()],
                 allocation_usd=usd(self.loaded.allocation),
@@ -647,12 +652,12 @@ class _Editing(Lifecycle[Finished]):
         if result.completed is None:  # the scheduler crashed: no end record
             return
         # The spend summary first: an end record vouches for it.
-        await anyio.to_thread.run_sync(write_wire_ledger, self.loaded, self.layout)
+        await anyio.to_thread.run_sync(_write_wire_ledger, self.loaded, self.layout)
         trials = len(self.loaded.trials())
         await stage.tree.journal.append(EditingEnded(completed=result.completed, trials=trials))
 
 
-def write_wire_ledger(loaded: Loaded, layout: RunLayout) -> None:
+def _write_wire_ledger(loaded: Loaded, layout: RunLayout) -> None:
     """``wire_ledger.json``: the host role's spend over every trial's ledger lines."""
     lines = []
     for path in sorted((layout.root / "trials").glob("*/policy/ledger/ledger.jsonl")):
