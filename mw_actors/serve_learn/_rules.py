@@ -356,9 +356,9 @@ def _candidates(
             if best is None or gain > best[0] + 1e-12:
                 best = found[-1]
 
-    def sweep(key: str, found: list[tuple[float, int, float]]) -> float:
+    def sweep(key: str, values: list[tuple[float, int, float]]) -> float:
         """Consider the best threshold on one number; its gain."""
-        numbers = sorted(found, key=lambda item: item[0])
+        numbers = sorted(values, key=lambda item: item[0])
         left = [0.0] * width
         top, at = 0.0, 0.0
         last = len(wins) - MIN_LEAF  # a threshold leaves MIN_LEAF successes on each side
