@@ -12,6 +12,7 @@
 Its steps (start, run, end, outputs) run under the lifecycle every kind
 shares (``run_kind``, ``mw_actors/_lifecycle.py``), which holds the lock and
 stops the meters before the end record.
+
 The host meter (with the local provider behind it for ``local/...`` models)
 runs beside the tree for the campaign's life. Evidence is journaled before it
 is acknowledged; on resume, finished episodes are kept, episodes that were
