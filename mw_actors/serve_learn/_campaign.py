@@ -40,8 +40,7 @@ from .._lifecycle import Lifecycle, Stage, run_kind
 from ._actors import Learner, Stream, Waiter, append_line
 from ._checks import Prepared, checked, prepare_run, probe_endpoints
 from ._outputs import stamp_run_log, write_outputs
-from ._play import JudgeLink
-from ._services import start_learner, start_upstream
+from ._services import start_judge, start_learner, start_upstream
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir, Submission
 from ._state import Shared, end_interrupted, restore
 from .records import (
@@ -144,11 +143,7 @@ class _Campaign(Lifecycle[Ending]):
         learner_port = None
         if shared.method.learner == "llm":
             learner_port, shared.session = await start_learner(spec, run, stage.services, tree)
-        judge = None
-        if spec.judged:  # every request of the verifier's judge through its own meter
-            config = await start_upstream(spec, "judge", run.root / "judge", stage.services)
-            judged = await tree.meter("judge-meter", config)
-            judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
+        judge = await start_judge(spec, run, stage.services, tree)
         await anyio.to_thread.run_sync(
             stamp_run_log, spec, run, shared.plan, host.port, learner_port
         )

@@ -26,8 +26,7 @@ from ._checks import check_model, prepare_scenario, probe_endpoints
 from ._episode import serve_episode
 from ._methods import make_method
 from ._outputs import write_outputs
-from ._play import JudgeLink
-from ._services import start_upstream
+from ._services import start_judge, start_upstream
 from ._spec import CAMPAIGN_RECORDS, CampaignSpec, RunDir
 from ._state import Shared, end_interrupted, restore
 from .records import ServeLearnStarted
@@ -134,12 +133,7 @@ async def _test_ready_windows(shared: Shared, stage: Stage) -> Windows:
     earlier: list[int] = []
     config = await start_upstream(spec, "host", shared.run.root, services)
     host = await tree.meter("host-meter", config)
-    judge = None
-    if spec.judged:  # the verifier's judge, through a meter of its own
-        root = shared.run.root / "judge"
-        judge_config = await start_upstream(spec, "judge", root, services)
-        judged = await tree.meter("judge-meter", judge_config)
-        judge = JudgeLink(judged.port, spec.wire_model(spec.judge_model))
+    judge = await start_judge(spec, shared.run, services, tree)
     model = spec.wire_model(spec.model)
     async with shared.player.connected(
         host.port, model, spec.reasoning_effort, judge, spec.max_tokens

@@ -28,9 +28,10 @@ from ._backends import wire_prices
 from ._codex import CodexSession, run_codex_session
 from ._learner import LearnerEndpoint, run_learner_session
 from ._methods import Session
+from ._play import JudgeLink
 from ._spec import CampaignSpec, RunDir
 
-__all__ = ["start_learner", "start_upstream"]
+__all__ = ["start_judge", "start_learner", "start_upstream"]
 
 
 async def start_upstream(
@@ -67,6 +68,20 @@ async def start_upstream(
         allocation_usd=spec.allocation_usd,
         adapt_responses=role == "learner",
     )
+
+
+async def start_judge(
+    spec: CampaignSpec, run: RunDir, services: anyio.abc.TaskGroup, tree: CampaignTree
+) -> JudgeLink | None:
+    """Where the verifier's judge is reached: its provider, through a meter of its own.
+
+    None where the scenario's verifier calls no judge.
+    """
+    if not spec.judged:
+        return None
+    config = await start_upstream(spec, "judge", run.root / "judge", services)
+    judged = await tree.meter("judge-meter", config)
+    return JudgeLink(judged.port, spec.wire_model(spec.judge_model))
 
 
 async def start_learner(
