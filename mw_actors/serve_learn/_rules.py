@@ -29,6 +29,7 @@ Nothing here names a domain, a tool or a field. The module stands alone
 from __future__ import annotations
 
 import copy
+import heapq
 import itertools
 import json
 import math
@@ -318,9 +319,10 @@ def _candidates(
 ) -> list[tuple[float, Test]]:
     """Every test that separates the outcomes that scored, with its gain: the best first.
 
-    Each fact gives its best threshold (or each of its categories). Thresholds are
-    swept in one pass per fact (sorted values, running label weights). Outcomes are
-    counted by index, so a sweep step adds one weight and reads two sums.
+    The others follow in the order they were tried. Each fact gives its best
+    threshold (or each of its categories). Thresholds are swept in one pass per fact
+    (sorted values, running label weights). Outcomes are counted by index, so a sweep
+    step adds one weight and reads two sums.
     """
     labels: dict[str, int] = {}
     wins: list[tuple[Row, int, float]] = []
@@ -410,8 +412,7 @@ def _candidates(
         sweep(name, summed_values)
     if best is None:
         return []
-    # The best first (the first considered of equal gains), then the others by gain.
-    return [best, *sorted((c for c in found if c is not best), key=lambda c: -c[0])]
+    return [best, *(c for c in found if c is not best)]  # the best: the first of equal gains
 
 
 def _tallies(
@@ -636,8 +637,9 @@ def _lookahead(rows: Sequence[Row], now: int, anchors: Sequence[float]) -> Test 
     tree takes a third fact that splits a little better alone and never finds the pair.
     """
     found = _candidates(rows, now, anchors=anchors)
+    tried = found[:1] + heapq.nlargest(LOOKAHEAD - 1, found[1:], key=lambda c: c[0])
     best: tuple[float, Test] | None = None
-    for gain, test in found[:LOOKAHEAD]:
+    for gain, test in tried:
         yes, no = _divide(Node(), rows, test)
         if _chi2(yes, no, now) < CHI2_MIN:
             continue

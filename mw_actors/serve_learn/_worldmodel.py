@@ -811,12 +811,14 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "")
         since=since,
         scopes=rules.scopes(single),
     )
-    model.as_cases = _as_cases(model, rows, cases, since, anchors)
     # The model's rules, grown once more: from the items of the cases that scored too
     # (where single cases of a kind are few, their items are most of its evidence), and
     # each root's rule chosen a step ahead. The regime's greedy trees only compared
-    # where the evidence starts.
-    items = _items_as_cases(model, rows, cases)
+    # where the evidence starts, and read the items as single cases here.
+    items: list[rules.Row] = []
+    if any(c.itemized or c.chose for c in cases):
+        model.as_cases = _as_cases(model, rows, cases, since, anchors)
+        items = _items_as_cases(model, rows, cases)
     taught = _evidence([*rows, *items], since)
     model.trees = rules.grow_each(taught, now, signatures, anchors=anchors, look=True)
     if items:
