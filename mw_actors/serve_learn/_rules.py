@@ -36,7 +36,7 @@ import math
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,10 @@ _ID = re.compile(r"#?\b[A-Za-z]{1,6}-?\d{2,}\b|#[A-Za-z]?\d{4,}\b")
 _FIGURE = re.compile(r"(?<![\w#.-])\$?(\d+(?:,\d{3})*(?:\.\d+)?)(?![\w-])")
 _WORD = re.compile(r"[a-z]+")
 _ENUMERATION = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)  # "1) A single request."
+_PARAGRAPH = re.compile(r"\n\s*\n|\n(?=#)")
+_SENTENCE = re.compile(r"(?<=\.)\s+")
+_ARGUMENT = re.compile(r"=([^,()\[\]<>]+)")  # an outcome's argument's value: reason=late
+MIN_SAID = 4  # characters of an argument's value the manual is searched for
 TEXT_CHARS = 40  # a string longer than this is free text, not a category
 SPLIT_DECAY = 0.8  # per block, for choosing splits
 LEAF_DECAY = 0.85  # per block before a rule's latest evidence, for its estimate
@@ -69,6 +73,7 @@ MAX_DEPTH = 8
 MAX_CATEGORIES = 16  # a category with more values is a name (a person, a firm, a month)
 MIN_NAME = 4  # cases on the named side of a split on a name
 NAME_WEIGHT = 0.25  # of a name's (or word's) gain: a rule on one name reaches no other
+SAID_WEIGHT = 1.2  # of a threshold's gain at a figure the manual prints for the outcome
 LOOKAHEAD = 6  # a root's best tests, each weighed with the best test it leaves on each side
 CHI2_MIN = 3.84  # a split must be this sure (chi-squared, p < 0.05 at one degree of freedom)
 SUMMED = 3  # numbers whose pairwise sums a split may test: the best splitting ones
@@ -307,17 +312,28 @@ Test = tuple[str, str, Value]  # a rule on one fact: (fact, "<=" or "=", value)
 
 
 def _split(
-    rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY, anchors: Sequence[float] = ()
+    rows: Sequence[Row],
+    now: int,
+    decay: float = SPLIT_DECAY,
+    anchors: Sequence[float] = (),
+    said: Sequence[float] = (),
 ) -> Test | None:
     """The test on one fact that best separates the outcomes that scored."""
-    found = _candidates(rows, now, decay, anchors)
+    found = _candidates(rows, now, decay, anchors, said)
     return found[0][1] if found else None
 
 
 def _candidates(
-    rows: Sequence[Row], now: int, decay: float = SPLIT_DECAY, anchors: Sequence[float] = ()
+    rows: Sequence[Row],
+    now: int,
+    decay: float = SPLIT_DECAY,
+    anchors: Sequence[float] = (),
+    said: Sequence[float] = (),
 ) -> list[tuple[float, Test]]:
     """Every test that separates the outcomes that scored, with its gain: the best first.
+
+    ``said``: the figures the manual prints for the outcome (:func:`said_of`); a
+    threshold in a gap holding one is that figure, and its gain weighs ``SAID_WEIGHT``.
 
     The others follow in the order they were tried. Each fact gives its best
     threshold (or each of its categories). Thresholds are swept in one pass per fact
@@ -371,8 +387,11 @@ def _candidates(
             if following == value or index + 1 < MIN_LEAF or index + 1 > last:
                 continue
             gain = base - _gini(left) - _gini([t - w for t, w in zip(total, left, strict=True)])
+            printed = [f for f in said if value <= f < following]
+            if printed:
+                gain *= SAID_WEIGHT
             if gain > top + 1e-12:
-                top, at = gain, _threshold(value, following, anchors)
+                top, at = gain, (printed[0] if printed else _threshold(value, following, anchors))
         if top > 0.0:
             consider(top, key, "<=", at)
         return top
@@ -454,6 +473,35 @@ def anchors_of(manual: str) -> tuple[float, ...]:
     return tuple(sorted({float(f.replace(",", "")) for f in _FIGURE.findall(text)}))
 
 
+def said_of(manual: str, outcomes: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """The figures the manual prints for each outcome: in the sentences that name its argument.
+
+    ``escalate(reason=reportable_amount)`` and "a transfer above the threshold of
+    $8000.00 is escalated with reason reportable_amount": 8000. Where those sentences
+    print no figure, their paragraphs' ("electronics $500.00, travel $1200.00. A
+    transaction above its limit is escalated with reason over_limit."). An outcome
+    without an argument (``approve()``), or one the manual never names, has none.
+    """
+    found: dict[str, tuple[float, ...]] = {}
+    paragraphs = [p for p in _PARAGRAPH.split(_ENUMERATION.sub(" ", manual)) if p.strip()]
+    for outcome in outcomes:
+        named = [v for v in _ARGUMENT.findall(outcome) if len(v) >= MIN_SAID]
+        in_sentences: set[float] = set()
+        in_paragraphs: set[float] = set()
+        for paragraph in paragraphs:
+            for sentence in _SENTENCE.split(paragraph):
+                if any(value in sentence for value in named):
+                    in_sentences.update(_figures(sentence))
+                    in_paragraphs.update(_figures(paragraph))
+        if in_sentences or in_paragraphs:
+            found[outcome] = tuple(sorted(in_sentences or in_paragraphs))
+    return found
+
+
+def _figures(text: str) -> set[float]:
+    return {float(f.replace(",", "")) for f in _FIGURE.findall(text)}
+
+
 def _threshold(below: float, above: float, anchors: Sequence[float]) -> float:
     """The threshold between neighbouring values: a printed figure in the gap, else the middle."""
     middle = (below + above) / 2
@@ -527,6 +575,7 @@ def grow_each(
     *,
     anchors: Sequence[float] = (),
     look: bool = False,
+    said: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, Node]:
     """One rule tree per outcome, which says when it scores.
 
@@ -535,6 +584,8 @@ def grow_each(
     ``look``: the root's rule is chosen a step ahead (:func:`_lookahead`), so that a
     conjunction whose parts say little alone (a category, and an amount over its
     limit) is found; else each rule is the best one alone (greedy, and cheaper).
+    ``said``: the figures the manual prints for each outcome (:func:`said_of`), where a
+    threshold of its rules is likelier than elsewhere.
     """
     trees = {}
     for outcome in outcomes:
@@ -546,7 +597,8 @@ def grow_each(
         yes = sum(r.outcome == "yes" for r in labelled)
         prior = (yes + 0.5) / (len(labelled) + 1)
         root = Node()
-        _grow_one(root, labelled, now, outcome, prior, 0, anchors, look)
+        printed = (said or {}).get(outcome, ())
+        _grow_one(root, labelled, now, outcome, prior, 0, anchors, look, printed)
         trees[outcome] = root
     return trees
 
@@ -596,6 +648,7 @@ def _grow_one(
     depth: int,
     anchors: Sequence[float] = (),
     look: bool = False,
+    said: Sequence[float] = (),
 ) -> None:
     latest = max((row.block for row in rows), default=now)
     won = lost = 0.0
@@ -613,9 +666,9 @@ def _grow_one(
     if depth >= MAX_DEPTH:
         return
     if look and depth == 0:  # the root's rule, chosen a step ahead
-        found = _lookahead(rows, now, anchors)
+        found = _lookahead(rows, now, anchors, said)
     else:
-        found = _split(rows, now, anchors=anchors)
+        found = _split(rows, now, anchors=anchors, said=said)
     if found is None:
         return
     yes, no = _divide(node, rows, found)
@@ -624,10 +677,13 @@ def _grow_one(
         return
     node.yes, node.no = Node(), Node()
     for child, side in ((node.yes, yes), (node.no, no)):
-        _grow_one(child, side, now, outcome, node.estimate[outcome], depth + 1, anchors)
+        parent = node.estimate[outcome]
+        _grow_one(child, side, now, outcome, parent, depth + 1, anchors, said=said)
 
 
-def _lookahead(rows: Sequence[Row], now: int, anchors: Sequence[float]) -> Test | None:
+def _lookahead(
+    rows: Sequence[Row], now: int, anchors: Sequence[float], said: Sequence[float] = ()
+) -> Test | None:
     """The rule that, with the best rule on each of its sides, separates the outcomes best.
 
     Of the :data:`LOOKAHEAD` best rules alone, each one that passes the chi-squared
@@ -636,7 +692,7 @@ def _lookahead(rows: Sequence[Row], now: int, anchors: Sequence[float]) -> Test 
     alone splits the cases well where other categories and amounts mix, so a greedy
     tree takes a third fact that splits a little better alone and never finds the pair.
     """
-    found = _candidates(rows, now, anchors=anchors)
+    found = _candidates(rows, now, anchors=anchors, said=said)
     tried = found[:1] + heapq.nlargest(LOOKAHEAD - 1, found[1:], key=lambda c: c[0])
     best: tuple[float, Test] | None = None
     for gain, test in tried:
@@ -644,7 +700,7 @@ def _lookahead(rows: Sequence[Row], now: int, anchors: Sequence[float]) -> Test 
         if _chi2(yes, no, now) < CHI2_MIN:
             continue
         for side in (yes, no):
-            below = _candidates(side, now, anchors=anchors)
+            below = _candidates(side, now, anchors=anchors, said=said)
             gain += below[0][0] if below else 0.0
         if best is None or gain > best[0] + 1e-12:
             best = (gain, test)

@@ -782,7 +782,9 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "")
     """Fit the model on every served episode up to block ``now`` (inclusive).
 
     ``manual``: the documents the host may read; a threshold the evidence leaves
-    anywhere in a gap goes to a figure the manual prints there (:func:`rules.anchors_of`).
+    anywhere in a gap goes to a figure the manual prints there (:func:`rules.anchors_of`),
+    and an outcome's rules favour the figures printed beside its argument
+    (:func:`rules.said_of`: "above $8000.00 ... escalated with reason reportable_amount").
     """
     anchors = rules.anchors_of(manual)
     cases = [c for c in (case_of(s) for s in served) if c is not None]
@@ -820,7 +822,8 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "")
         model.as_cases = _as_cases(model, rows, cases, since, anchors)
         items = _items_as_cases(model, rows, cases)
     taught = _evidence([*rows, *items], since)
-    model.trees = rules.grow_each(taught, now, signatures, anchors=anchors, look=True)
+    said = rules.said_of(manual, signatures)
+    model.trees = rules.grow_each(taught, now, signatures, anchors=anchors, look=True, said=said)
     if items:
         model.scopes = rules.scopes([*single, *items])
     model.as_cases = _as_cases(model, rows, cases, since, anchors)

@@ -638,3 +638,52 @@ def test_a_conjunction_whose_parts_say_little_alone_is_found_a_step_ahead() -> N
 
     assert right(look=False) < len(cases)  # the greedy tree misses it on these cases
     assert right(look=True) == len(cases)
+
+
+def test_the_figures_a_manual_prints_for_an_outcome_are_those_beside_its_argument() -> None:
+    manual = (
+        "## transfers\nTransfers to payees added within 30 days are escalated with reason"
+        " new_payee. A transfer above the threshold of $8,000.00 is escalated with reason"
+        " reportable.\n\n## cards\nLimits: electronics $500.00, travel $1200.00. A charge"
+        " above its limit is escalated with reason over_limit.\n"
+    )
+    said = rules.said_of(
+        manual,
+        ["escalate(reason=new_payee)", "escalate(reason=reportable)",
+         "escalate(reason=over_limit)", "approve()", "deny(reason=unheard_of)"],
+    )  # fmt: skip
+    assert said == {
+        "escalate(reason=new_payee)": (30.0,),
+        "escalate(reason=reportable)": (8000.0,),
+        "escalate(reason=over_limit)": (500.0, 1200.0),  # its sentence prints none
+    }
+
+
+def test_of_two_rules_that_fit_alike_an_outcome_takes_the_one_on_its_printed_figure() -> None:
+    """Every transfer served above $8,000 came from an account of more than 5 years: the two
+    rules fit the evidence alike, and the escalation was learned on the first by name, the
+    age. The manual prints $8,000 beside the escalation: its rule is learned on the amount,
+    and holds for a large transfer from a young account (by the age, it did not)."""
+    served = []
+    for n in range(48):
+        amount = [1200.0, 4500.0, 7600.0, 8400.0, 9100.0, 12000.0][n % 6]
+        years = [1.0, 2.0, 4.0, 6.0, 8.0, 11.0][n % 6]  # moves with the amount
+        facts = {"amount": amount, "account_age_years": years}
+        decision = "escalate" if amount > 8000 else "approve"
+        served.append(_served(n, n // 12, facts, decision, 1.0))
+    manual = "A transfer above $8,000.00 is held: decision escalate.\n"
+    query = "Decide case CASE-9999.\n" + json.dumps(
+        {"case_id": "CASE-9999", "amount": 9500.0, "account_age_years": 1.0}
+    )
+    escalate = "decide(decision=escalate)"
+    unread = fit(served, now=3)
+    assert f"`{escalate}` when case.account_age_years > 5:" in unread.card(4), unread.card(4)
+    assert _rule_says(unread, escalate, query) < 0.5
+    read = fit(served, now=3, manual=manual)
+    assert f"`{escalate}` when case.amount > 8000:" in read.card(4), read.card(4)
+    assert _rule_says(read, escalate, query) > 0.9
+
+
+def _rule_says(model: WorldModel, outcome: str, query: str) -> float:
+    """The chance ``outcome``'s own rule gives the case (before rules that disagree meet)."""
+    return model.trees[outcome].leaf(model.facts(query))[-1].estimate[outcome]
