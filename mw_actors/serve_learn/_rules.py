@@ -332,13 +332,13 @@ def _candidates(
 ) -> list[tuple[float, Test]]:
     """Every test that separates the outcomes that scored, with its gain: the best first.
 
-    ``said``: the figures the manual prints for the outcome (:func:`said_of`); a
-    threshold in a gap holding one is that figure, and its gain weighs ``SAID_WEIGHT``.
-
     The others follow in the order they were tried. Each fact gives its best
     threshold (or each of its categories). Thresholds are swept in one pass per fact
     (sorted values, running label weights). Outcomes are counted by index, so a sweep
     step adds one weight and reads two sums.
+
+    ``said``: the figures the manual prints for the outcome (:func:`said_of`); a
+    threshold in a gap holding one is that figure, and its gain weighs ``SAID_WEIGHT``.
     """
     labels: dict[str, int] = {}
     wins: list[tuple[Row, int, float]] = []
@@ -387,7 +387,7 @@ def _candidates(
             if following == value or index + 1 < MIN_LEAF or index + 1 > last:
                 continue
             gain = base - _gini(left) - _gini([t - w for t, w in zip(total, left, strict=True)])
-            printed = [f for f in said if value <= f < following]
+            printed = [f for f in said if value <= f < following] if said else None
             if printed:
                 gain *= SAID_WEIGHT
             if gain > top + 1e-12:
@@ -469,8 +469,7 @@ def anchors_of(manual: str) -> tuple[float, ...]:
     and 233 days), the manual's figure in that gap is the likeliest place for it: a
     written value that the evidence does not contradict.
     """
-    text = _ENUMERATION.sub(" ", manual)
-    return tuple(sorted({float(f.replace(",", "")) for f in _FIGURE.findall(text)}))
+    return tuple(sorted(_figures(_ENUMERATION.sub(" ", manual))))
 
 
 def said_of(manual: str, outcomes: Sequence[str]) -> dict[str, tuple[float, ...]]:
@@ -483,16 +482,20 @@ def said_of(manual: str, outcomes: Sequence[str]) -> dict[str, tuple[float, ...]
     without an argument (``approve()``), or one the manual never names, has none.
     """
     found: dict[str, tuple[float, ...]] = {}
-    paragraphs = [p for p in _PARAGRAPH.split(_ENUMERATION.sub(" ", manual)) if p.strip()]
+    sentences = [
+        (sentence, paragraph)
+        for paragraph in _PARAGRAPH.split(_ENUMERATION.sub(" ", manual))
+        if paragraph.strip()
+        for sentence in _SENTENCE.split(paragraph)
+    ]
     for outcome in outcomes:
         named = [v for v in _ARGUMENT.findall(outcome) if len(v) >= MIN_SAID]
         in_sentences: set[float] = set()
         in_paragraphs: set[float] = set()
-        for paragraph in paragraphs:
-            for sentence in _SENTENCE.split(paragraph):
-                if any(value in sentence for value in named):
-                    in_sentences.update(_figures(sentence))
-                    in_paragraphs.update(_figures(paragraph))
+        for sentence, paragraph in sentences:
+            if any(value in sentence for value in named):
+                in_sentences.update(_figures(sentence))
+                in_paragraphs.update(_figures(paragraph))
         if in_sentences or in_paragraphs:
             found[outcome] = tuple(sorted(in_sentences or in_paragraphs))
     return found
