@@ -25,7 +25,8 @@ that a single case's figure usually equals.
   decision says stands for the decision it came with most in the batches that scored.
 
 **Chosen by measurement.** A family is decided through stand-ins only where that
-decided the scored cases at least as well as the items' own rules did.
+decided the scored cases at least as well as the items' own rules did, those judged
+on cases they were not fitted on (in sample, they would always fit).
 
 Nothing here names a domain, a tool or a field.
 """

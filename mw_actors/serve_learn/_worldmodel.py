@@ -818,15 +818,16 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "")
     # each root's rule chosen a step ahead. The regime's greedy trees only compared
     # where the evidence starts, and read the items as single cases here.
     items: list[rules.Row] = []
+    held: dict[int, WorldModel] = {}  # the model's own rules held out, fitted once
     if any(c.itemized or c.chose for c in cases):
-        model.as_cases = _as_cases(model, rows, cases, since, anchors)
+        model.as_cases = _as_cases(model, rows, cases, since, anchors, held)
         items = _items_as_cases(model, rows, cases)
     taught = _evidence([*rows, *items], since)
     said = rules.said_of(manual, signatures)
     model.trees = rules.grow_each(taught, now, signatures, anchors=anchors, look=True, said=said)
     if items:
         model.scopes = rules.scopes([*single, *items])
-    model.as_cases = _as_cases(model, rows, cases, since, anchors)
+    model.as_cases = _as_cases(model, rows, cases, since, anchors, held)
     return model
 
 
@@ -934,12 +935,15 @@ def _as_cases(
     cases: list[Case],
     since: int,
     anchors: Sequence[float] = (),
+    held: dict[int, WorldModel] | None = None,
 ) -> standins.ItemsAsCases:
     """What single cases decide of the items (:mod:`._standins`).
 
     Kept for each family only where it decided the scored cases at least as well as the
-    items' own rules did.
+    items' own rules did, those judged held out (:func:`_held_out`; ``held``: those fitted
+    already, by parity).
     """
+    held = {} if held is None else held
     scored = [
         (row, case)
         for row, case in zip(rows, cases, strict=True)
@@ -980,7 +984,12 @@ def _as_cases(
             (learned.choose(family, facts, shown, model._plain), (chosen, None if chosen else sig))
             for _, facts, shown, chosen, sig, _ in mine
         )
-        own = standins.agreement((model.ranked(case.text)[0], _taken(case)) for *_, case in mine)
+        # The model's own rules are judged held out too (in sample, they would always fit).
+        for parity in {case.block % 2 for *_, case in mine} - held.keys():
+            held[parity] = _held_out(model, rows, cases, since, anchors, parity)
+        own = standins.agreement(
+            (held[case.block % 2].ranked(case.text)[0], _taken(case)) for *_, case in mine
+        )
         if through < own:
             del learned.go[family]
     for family in list(learned.decisions):
@@ -1010,6 +1019,36 @@ def _as_cases(
         if through < standins.agreement(judged):
             del learned.decisions[family]
     return learned
+
+
+def _held_out(
+    model: WorldModel,
+    rows: list[rules.Row],
+    cases: list[Case],
+    since: int,
+    anchors: Sequence[float],
+    parity: int,
+) -> WorldModel:
+    """The model's own rules (single outcomes and choices), fitted on the other parity's blocks.
+
+    Asked about a case of a block of ``parity``, they are judged held out.
+    """
+    other = [(r, c) for r, c in zip(rows, cases, strict=True) if c.block % 2 != parity]
+    fitted_rows, fitted_cases = [r for r, _ in other], [c for _, c in other]
+    trees = rules.grow_each(_evidence(fitted_rows, since), model.now, model.signatures,
+                            anchors=anchors)  # fmt: skip
+    return WorldModel(
+        model.vocabulary,
+        model.signatures,
+        trees,
+        model.evidence,
+        fitted_cases,
+        now=model.now,
+        items=model.items,
+        choices=_fit_choices(fitted_rows, fitted_cases, since, model.now, anchors),
+        since=since,
+        scopes=model.scopes,
+    )
 
 
 def _taken(case: Case) -> str:
