@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ from ._protocol import (
     write_frame,
 )
 
-__all__ = ["DaemonPaths", "connect", "daemon_running", "subscribe"]
+__all__ = ["DaemonPaths", "connect", "daemon_running", "subscribe", "unix_address"]
+
+SUN_PATH = 107  # bytes of a unix socket's path the kernel takes (108 with its NUL)
 
 
 class DaemonPaths:
@@ -43,15 +46,33 @@ class DaemonPaths:
         self.lock = runs / "mw-daemon.lock"
 
 
+@contextlib.contextmanager
+def unix_address(path: Path) -> Iterator[str]:
+    """An address that binds or reaches the unix socket at ``path``, however deep it is.
+
+    The kernel takes 107 bytes of a socket's path: a runs directory deep in a tree
+    would have a daemon that cannot listen. Such a path is reached through its
+    directory's descriptor (``/proc/self/fd/N/control.sock``), open while in use.
+    """
+    if len(os.fsencode(path)) <= SUN_PATH:
+        yield str(path)
+        return
+    directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{directory}/{path.name}"
+    finally:
+        os.close(directory)
+
+
 def daemon_running(runs: Path) -> bool:
     """Whether a daemon answers on ``runs``' control socket."""
     path = DaemonPaths(runs).socket
     if not path.exists():
         return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe, unix_address(path) as at:
         probe.settimeout(2)
         try:
-            probe.connect(str(path))
+            probe.connect(at)
         except OSError:
             return False
     return True
@@ -81,8 +102,8 @@ class Connection:
 async def _open(runs: Path, role: str, timeout: float) -> tuple[anyio.abc.ByteStream, int]:
     path = DaemonPaths(runs).socket
     try:
-        with anyio.fail_after(timeout):
-            stream = await anyio.connect_unix(str(path))
+        with anyio.fail_after(timeout), unix_address(path) as address:
+            stream = await anyio.connect_unix(address)
     except (OSError, TimeoutError):
         raise DaemonError(
             f"no daemon answers on {path}",

@@ -36,7 +36,7 @@ from mw_errors import ConfigError, MwError
 from .._core import Record, Runtime, get_logger, observe_runtimes, read_journal
 from .._tags import check_tag
 from ..kinds import KINDS, Context, campaign_records, kind_of
-from ._client import DaemonPaths
+from ._client import DaemonPaths, unix_address
 from ._protocol import (
     FRAME_SECONDS,
     PROTOCOL_VERSION,
@@ -211,7 +211,8 @@ class Daemon:
                 self.tg = tg
                 old = os.umask(0o177)
                 try:
-                    listener = await anyio.create_unix_listener(str(self.paths.socket))
+                    with unix_address(self.paths.socket) as address:
+                        listener = await anyio.create_unix_listener(address)
                 finally:
                     os.umask(old)
                 os.chmod(self.paths.socket, 0o600)

@@ -8,6 +8,7 @@ caller on any thread (the demo's, a test's) gets its own answer.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -94,8 +95,8 @@ def start_detached(
     while not daemon_running(runs):
         failed = None
         if process.poll() is not None:
-            tail = paths.log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
-            failed = f"the daemon did not start: {tail[0]}"
+            said = last_error(paths.log.read_text(errors="replace"))
+            failed = f"the daemon did not start: {said}"
         elif time.monotonic() > deadline:
             failed = f"the daemon did not listen on {paths.socket} within {timeout:g} s"
         if failed is not None:
@@ -103,6 +104,22 @@ def start_detached(
             raise ConfigError(failed, hint=f"see {paths.log}")
         time.sleep(0.05)
     return Detached(process.pid, paths.socket, paths.log)
+
+
+_RAISED = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b.*")
+
+
+def last_error(log: str) -> str:
+    """What a process that failed says last of why: the last exception its log shows.
+
+    An exception group's traceback ends in a line of its frame (``+-----``), not in
+    what was raised: the last line that names an exception (``OSError: ...``) is
+    taken, else the last line that says anything.
+    """
+    lines = [line.strip(" |+-") for line in log.strip().splitlines()]
+    said = [line for line in lines if line]
+    raised = [line for line in said if _RAISED.match(line)]
+    return (raised or said or ["?"])[-1]
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:

@@ -28,6 +28,7 @@ from mw_actors.daemon import (
     connect,
     subscribe,
 )
+from mw_actors.daemon._process import last_error
 from mw_errors import ConfigError, DaemonError, MwError
 from tests.processes import mw, runnable_by_others, synthetic_campaign
 from tests.scenarios.daemon_frames import KILL_DELAYS
@@ -38,7 +39,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture
 def runs() -> Iterator[Path]:
-    # Unix socket paths are short (108 bytes): keep the runs directory near /.
+    # Some tests bind and reach the socket by its path itself (107 bytes at most): keep
+    # the runs directory near /. The daemon and its clients reach any depth.
     path = Path(tempfile.mkdtemp(prefix="mwd-"))
     yield path
     subprocess.run(
@@ -107,6 +109,45 @@ def test_start_submit_status_stop(runs: Path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert not DaemonPaths(runs).socket.exists() and not DaemonPaths(runs).pid.exists()
     assert status(runs, "s")["state"] == "completed"  # without the daemon: from the journal
+
+
+def test_a_runs_directory_too_deep_for_a_socket_path_still_has_a_daemon(runs: Path) -> None:
+    """The kernel takes 107 bytes of a unix socket's path: a runs directory deep in a tree
+    had a daemon that could not listen (``mw demo`` failed, its error a traceback's frame)."""
+    deep = runs / ("d" * 60) / ("e" * 60)
+    assert len(str(DaemonPaths(deep).socket)) > 108
+    started = mw("daemon", "start", "--runs", str(deep))
+    assert started.returncode == 0, started.stderr
+    try:
+        listed = mw("daemon", "status", "--runs", str(deep))
+        assert listed.returncode == 0 and "pid" in listed.stdout, listed.stderr
+
+        async def ask() -> Any:
+            async with connect(deep) as control:
+                return await control.request(ListCampaigns())
+
+        assert anyio.run(ask) == []
+    finally:
+        stopped = mw("daemon", "stop", "--runs", str(deep))
+    assert stopped.returncode == 0, stopped.stderr
+    assert not DaemonPaths(deep).socket.exists()
+
+
+def test_a_daemon_that_fails_to_start_says_the_exception_not_a_traceback_frame() -> None:
+    """An exception group's traceback ends in a frame line (``+-----``), which was all
+    the one-line error said."""
+    crashed = subprocess.run(
+        [sys.executable, "-c", "raise ExceptionGroup('serve', [OSError('AF_UNIX path too long')])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert crashed.stderr.strip().splitlines()[-1].strip().startswith("+--")
+    assert last_error(crashed.stderr) == "OSError: AF_UNIX path too long"
+    assert last_error("[info] starting\nmw_errors.ConfigError: no such dir\n") == (
+        "mw_errors.ConfigError: no such dir"
+    )
+    assert last_error("killed\n") == "killed" and last_error("") == "?"
 
 
 def test_a_stale_socket_is_cleaned_up(runs: Path) -> None:
