@@ -20,9 +20,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Most tests wait on subprocesses, sockets and signals rather than compute: three
+# workers on two cores. A file's tests stay on one worker (its module fixtures run once).
+WORKERS ?= 3
+
 test: lint
 	bash scripts/browser.sh
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/imports.py
