@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/grid.py
 	$(BIN)/python bench/attacks.py
 	$(BIN)/python bench/learning.py
+	$(BIN)/python bench/suite.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
