@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.conftest import HANG_GUARD_SCALE
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,7 +28,7 @@ def mw(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout * HANG_GUARD_SCALE,  # a hang guard: a busy machine is slower
         env={**os.environ, **(env or {})},
         check=False,
     )

@@ -176,7 +176,7 @@ def test_mw_grid_run_with_the_ray_executor(tmp_path: Path) -> None:
     (tmp_path / "grid.yaml").write_text(text)
     runs = str(tmp_path / "shared" / "runs")
     done = mw("grid", "run", str(tmp_path / "grid.yaml"), "--executor", "ray",
-              "--max-parallel", "2", timeout=200)  # fmt: skip
+              "--max-parallel", "2", timeout=500)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "2 of 2 cells ended" in done.stdout
     status = json.loads(mw("grid", "status", "c", "--runs", runs, "--json").stdout)
