@@ -21,6 +21,7 @@ SLOW_TEST_TIMEOUT = 600  # seconds; a slow test's hang guard unless it names its
 # loaded beside `make test`'s three workers) runs a test several times slower than an
 # idle one did when its limit was set, and must not fail it for that.
 HANG_GUARD_SCALE = float(os.environ.get("MW_TEST_HANG_SCALE", "3"))
+WATCHDOG_MARGIN = 30.0  # seconds pytest-timeout waits past an async test's watchdog
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -114,13 +115,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # A slow test does minutes of real work on a busy machine: its limit is a hang
             # guard, never a measure of speed (bench/ measures that).
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT))
-        named = item.get_closest_marker("timeout")
+        named = item.get_closest_marker("timeout")  # a slow test names its own limit
         is_async = isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj)
         default = ASYNC_TEST_TIMEOUT if is_async else float(config.getini("timeout"))
-        limit = float(named.args[0]) if named and named.args else default
-        item.add_marker(pytest.mark.timeout(limit * HANG_GUARD_SCALE), append=False)
-        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
+        limit = (float(named.args[0]) if named and named.args else default) * HANG_GUARD_SCALE
+        # An async test's own watchdog fires first, with its tasks' dump; pytest-timeout after.
+        guard = limit + WATCHDOG_MARGIN if is_async else limit
+        item.add_marker(pytest.mark.timeout(guard), append=False)
+        if is_async:
             assert item.get_closest_marker("anyio"), f"{item.nodeid}: mark the module anyio"
-            marker = item.get_closest_marker("timeout")  # a slow test names its own limit
-            limit = float(marker.args[0]) if marker else ASYNC_TEST_TIMEOUT
             item.obj = _watchdog(item.obj, limit)

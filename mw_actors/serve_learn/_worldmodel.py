@@ -934,8 +934,8 @@ def _as_cases(
     rows: list[rules.Row],
     cases: list[Case],
     since: int,
-    anchors: Sequence[float] = (),
-    held: dict[int, WorldModel] | None = None,
+    anchors: Sequence[float],
+    held: dict[int, WorldModel],
 ) -> standins.ItemsAsCases:
     """What single cases decide of the items (:mod:`._standins`).
 
@@ -943,7 +943,6 @@ def _as_cases(
     items' own rules did, those judged held out (:func:`_held_out`; ``held``: those fitted
     already, by parity).
     """
-    held = {} if held is None else held
     scored = [
         (row, case)
         for row, case in zip(rows, cases, strict=True)
