@@ -50,6 +50,8 @@ __all__ = ["RayExecutor", "import_ray"]
 
 log = get_logger("mw.grid")
 
+STOP_WAIT = 30.0  # seconds a stopped grid waits for each running cell's worker to die
+
 
 def import_ray() -> Any:
     """The ``ray`` module.
@@ -174,12 +176,15 @@ class RayExecutor:
         name = f"mw-grid-budget.{run.grid.tag}"
         relay = relay_class.options(name=name, namespace="mw", max_concurrency=1000).remote()
         cell_task = self.ray.remote(max_retries=self.max_retries, num_cpus=1)(_run_cell)
-        async with anyio.create_task_group() as pump:
-            pump.start_soon(self._pump, relay, run.budget)
-            cell = partial(self._cell, run, cell_task=cell_task, relay=relay)
-            await in_grid_order(run.jobs, self.max_parallel, cell)
-            pump.cancel_scope.cancel()
-        self.ray.kill(relay)
+        try:
+            async with anyio.create_task_group() as pump:
+                pump.start_soon(self._pump, relay, run.budget)
+                cell = partial(self._cell, run, cell_task=cell_task, relay=relay)
+                await in_grid_order(run.jobs, self.max_parallel, cell)
+                pump.cancel_scope.cancel()
+        finally:
+            # Also when the grid is stopped: its name is free for the run that resumes it.
+            self.ray.kill(relay)
 
     async def _pump(self, relay: Any, budget: meters.Reserver) -> None:
         """Answer the cells' budget calls from the grid's reserver, in the order they came."""
@@ -194,6 +199,13 @@ class RayExecutor:
                 except MwError as exc:
                     value, error = None, exc.render()
                 relay.answer.remote(number, value, error)
+
+    def _stopped(self, ref: Any) -> None:
+        """Wait for a cancelled cell's task to end (its worker is gone once it has)."""
+        try:
+            self.ray.get(ref)
+        except self.ray.exceptions.RayError:
+            pass
 
     async def _cell(self, run: GridRun, job: CellJob, *, cell_task: Any, relay: Any) -> None:
         tag = job.cell.tag
@@ -215,6 +227,10 @@ class RayExecutor:
         except anyio.get_cancelled_exc_class():
             self.ray.cancel(ref, force=True)
             with anyio.CancelScope(shield=True):
+                # Its worker is killed, not yet dead: until it is, it holds the cell's run
+                # directory, and a resume at once would find the cell running elsewhere.
+                with anyio.move_on_after(STOP_WAIT):
+                    await anyio.to_thread.run_sync(self._stopped, ref, abandon_on_cancel=True)
                 ended = CellEnded(cell=tag, state="cancelled", reason="the grid was stopped")
                 await run.journal.append(ended)
             raise

@@ -154,6 +154,38 @@ async def test_a_ray_worker_killed_mid_cell_is_resumed_by_the_journal_rules(
     print(f"killed {killed}; {len(unknown)} episodes in flight ended unknown")
 
 
+@pytest.mark.timeout(240)
+async def test_a_grid_on_ray_stopped_mid_cell_resumes_on_the_same_cluster(
+    tmp_path: Path, ray_cluster: None
+) -> None:
+    # The relay is named after the grid: a stopped run must free the name for its resume.
+    text = (
+        "tag: s\nscenarios: [synthetic_l1]\nmethods: [mwm-local]\nmodels: [local/scripted]\n"
+        "train_split: 24\nconcurrency: 2\nprovider_latency: ttft=0.1\nallocation: 5\n"
+    )
+    grid = load_grid(_grid(tmp_path, text))
+    (cell,) = grid.cells
+    journal = tmp_path / "runs" / "s" / "cells" / cell.tag / "journal"
+    with anyio.CancelScope() as stop:
+
+        async def stop_mid_cell() -> None:
+            while episodes_ended(journal) < 2:
+                await anyio.sleep(0.05)
+            stop.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop_mid_cell)
+            await run_grid(grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1))
+    assert stop.cancelled_caught
+    (outcome,) = await run_grid(
+        grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1)
+    )
+    assert outcome.state == "completed"
+    records = [e.rec for e in read_journal(journal, SERVE_LEARN_RECORDS)]
+    started = Counter(r.task_id for r in records if isinstance(r, EpisodeStarted))
+    assert max(started.values()) == 1
+
+
 def test_without_ray_the_ray_executor_refuses_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
