@@ -9,6 +9,12 @@ reserver answering one request per fsync (what it did before group commit).
 Figures: reservations/s, fsyncs per reservation, and p50 / p99 of reserve ->
 answered (durable). Goal (issue 31): >= 20,000 reservations/s with 64 clients
 reserving at once, p99 <= 5 ms.
+
+``--ray``: the same loops as a grid's cells on Ray make them, through the grid's
+relay actor to the driver's pump and its journaled reserver: N clients split over
+two Ray actors (the cluster's 2 CPUs), each call a ``RelayBudget`` call as a cell's
+meter makes it. Beside it, the baseline: the pump asking the reserver one call after
+another (what it did before it asked a batch together).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 import meters  # noqa: E402
 import mw_actors as mw  # noqa: E402
 import mw_actors.metering  # noqa: E402
+from mw_actors.grid import _ray as grid_ray  # noqa: E402
 
 
 class OneAtATime(mw.metering.BudgetReserver):
@@ -87,6 +94,145 @@ async def measure(kind: type[Any], clients: int, seconds: float) -> dict[str, fl
     }
 
 
+class Callers:
+    """A Ray actor: ``clients`` loops, each a cell's meter reserving through the relay."""
+
+    async def run(
+        self, relay: Any, clients: int, seconds: float, echo: bool = False
+    ) -> tuple[int, list[float]]:
+        """Ray runs it on the actor's event loop (an async actor)."""
+        budget = (EchoBudget if echo else grid_ray.RelayBudget)(relay)
+        waits: list[float] = []
+        done = 0
+        stop = time.perf_counter() + seconds
+
+        async def loop(holder: str) -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                began = time.perf_counter()
+                granted = await budget.reserve(Decimal("0.01"), holder)
+                waits.append(time.perf_counter() - began)
+                await budget.settle(granted.id, Decimal("0.005"))
+                done += 1
+
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, clients)
+        async with anyio.create_task_group() as tg:
+            for number in range(clients):
+                tg.start_soon(loop, f"cell:{number}")
+        return done, waits
+
+
+class Echo:
+    """The floor of a relay: an async actor that answers each call at once."""
+
+    async def ask(self, request: Any) -> Any:
+        return request
+
+
+class EchoBudget(grid_ray.RelayBudget):
+    """A cell's calls to :class:`Echo`: Ray's own cost per call, no reserver behind it."""
+
+    async def reserve(self, amount: Any, holder: str) -> Any:
+        await self._ask("reserve", amount, holder)
+        return meters.Granted(id="-", amount=format(amount, "f"))
+
+
+class OneByOnePump(grid_ray.RayExecutor):
+    """The baseline pump: each call asked of the reserver after the one before is answered."""
+
+    async def _pump(self, relay: Any, budget: meters.Reserver) -> None:
+        while True:
+            batch = await anyio.to_thread.run_sync(
+                self.ray.get, relay.take.remote(), abandon_on_cancel=True
+            )
+            for number, request in batch:
+                await grid_ray._answer(relay, budget, number, request)
+
+
+async def measure_ray(pump: type[Any], clients: int, seconds: float) -> dict[str, float]:
+    ray = grid_ray.import_ray()
+    executor = pump()
+    relay = ray.remote(grid_ray.BudgetRelay).options(max_concurrency=1000).remote()
+    actors = [ray.remote(num_cpus=1)(Callers).remote() for _ in range(2)]
+    shares = [clients // 2 + clients % 2, clients // 2]
+    with tempfile.TemporaryDirectory(dir=ROOT) as name:
+        records = mw.metering.BUDGET_RECORDS
+        async with (
+            mw.journal.open_journal(Path(name), record_types=records) as journal,
+            mw.open_runtime(journal=journal, record_types=records) as rt,
+        ):
+            spec = mw.ChildSpec(
+                id="reserver", start=lambda: mw.metering.BudgetReserver(Decimal("1e12"))
+            )
+            client = mw.metering.ReserverClient(await rt.spawn(spec))
+            fsyncs_before = journal.statistics().fsyncs
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(executor._pump, relay, client)
+                pairs = zip(actors, shares, strict=True)
+                refs = [a.run.remote(relay, n, seconds) for a, n in pairs if n]
+                began = time.perf_counter()
+                results = await anyio.to_thread.run_sync(ray.get, refs)
+                elapsed = time.perf_counter() - began
+                tg.cancel_scope.cancel()
+            fsyncs = journal.statistics().fsyncs - fsyncs_before
+    for actor in [relay, *actors]:
+        ray.kill(actor)
+    done = sum(n for n, _ in results)
+    waits = sorted(w for _, ws in results for w in ws)
+    return {
+        "per_second": done / elapsed,
+        "fsyncs_each": fsyncs / max(done, 1),
+        "p50_ms": 1e3 * statistics.median(waits),
+        "p99_ms": 1e3 * waits[int(0.99 * (len(waits) - 1))],
+    }
+
+
+async def measure_echo(clients: int, seconds: float) -> dict[str, float]:
+    """Ray's floor: the same callers' loops against an actor that answers at once."""
+    ray = grid_ray.import_ray()
+    echo = ray.remote(Echo).options(max_concurrency=1000).remote()
+    actors = [ray.remote(num_cpus=1)(Callers).remote() for _ in range(2)]
+    shares = [clients // 2 + clients % 2, clients // 2]
+    began = time.perf_counter()
+    refs = [a.run.remote(echo, n, seconds, True) for a, n in zip(actors, shares, strict=True) if n]
+    results = await anyio.to_thread.run_sync(ray.get, refs)
+    elapsed = time.perf_counter() - began
+    for actor in [echo, *actors]:
+        ray.kill(actor)
+    done = sum(n for n, _ in results)
+    waits = sorted(w for _, ws in results for w in ws)
+    return {
+        "per_second": done / elapsed,
+        "fsyncs_each": 0.0,
+        "p50_ms": 1e3 * statistics.median(waits),
+        "p99_ms": 1e3 * waits[int(0.99 * (len(waits) - 1))],
+    }
+
+
+async def main_ray(seconds: float, clients: list[int]) -> None:
+    ray = grid_ray.import_ray()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    print(f"through the grid's relay on Ray (2 CPUs), {seconds:g} s each\n")
+    print("| clients | pump | reservations/s | fsyncs each | reserve p50 | reserve p99 |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for n in clients:
+        for label, pump in (
+            ("one by one", OneByOnePump),
+            ("a batch together", grid_ray.RayExecutor),
+            ("none: Ray's floor", None),
+        ):
+            if pump is None:
+                f = await measure_echo(n, seconds)
+            else:
+                f = await measure_ray(pump, n, seconds)
+            print(f"| {n} | {label} | {f['per_second']:,.0f} | {f['fsyncs_each']:.2f} | "
+                  f"{f['p50_ms']:.2f} ms | {f['p99_ms']:.2f} ms |")  # fmt: skip
+    ray.shutdown()
+    print("\ngoal: >= 20,000 reservations/s with 64 cells reserving at once")
+    print("Ray's floor: each reserve and settle one actor call to an actor that answers at once")
+
+
 async def main(seconds: float, clients: list[int]) -> None:
     print(f"reserve + settle loops, {seconds:g} s each; every grant durable when answered\n")
     print("| clients | reserver | reservations/s | fsyncs each | reserve p50 | reserve p99 |")
@@ -104,5 +250,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", default="1,8,64")
+    parser.add_argument("--ray", action="store_true", help="through a grid's relay on Ray")
     args = parser.parse_args()
-    anyio.run(main, args.seconds, [int(c) for c in args.clients.split(",")])
+    numbers = [int(c) for c in args.clients.split(",")]
+    anyio.run(main_ray if args.ray else main, args.seconds, numbers)

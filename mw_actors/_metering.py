@@ -60,6 +60,12 @@ class MeterPlace:
         return f"http://{self.host}:{self.port}/v1"
 
 
+# A meter's start asks its reserver for the reservations left open: in a grid's cell on
+# Ray, through the relay to the driver. A cell's first meter on a busy machine (its worker
+# just started beside the suite) took 17 s; the supervisor's 5 s failed the cell.
+METER_START_SECONDS = 60.0
+
+
 class MeterActor(Actor[Any]):
     """A wire meter under a supervisor; see the module's docstring."""
 
@@ -127,7 +133,12 @@ async def start_meter(
     """
     place = MeterPlace(port=port)
     await supervisor.start_child(
-        ChildSpec(id=child_id, start=lambda: MeterActor(config, place, reserver), restart=restart)
+        ChildSpec(
+            id=child_id,
+            start=lambda: MeterActor(config, place, reserver),
+            restart=restart,
+            start_timeout=METER_START_SECONDS,
+        )
     )
     return place
 

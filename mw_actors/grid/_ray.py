@@ -30,6 +30,7 @@ Ray is an optional extra (``pip install 'mw[ray]'``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 from functools import partial
@@ -135,6 +136,19 @@ def _run_cell(job: CellJob, relay: Any) -> None:
     anyio.run(run_job, job, CellBudget(RelayBudget(relay), job.cell.tag))
 
 
+async def _answer(
+    relay: Any, budget: meters.Reserver, number: int, request: tuple[Any, ...]
+) -> None:
+    """One cell's budget call, asked of the grid's reserver; its answer to the relay."""
+    operation, *arguments = request
+    try:
+        value = await getattr(budget, operation)(*arguments)
+        error = None
+    except MwError as exc:
+        value, error = None, exc.render()
+    relay.answer.remote(number, value, error)
+
+
 class RayExecutor:
     """Cells as Ray tasks, N at a time, on the cluster ``ray.init`` reaches."""
 
@@ -187,25 +201,26 @@ class RayExecutor:
             self.ray.kill(relay)
 
     async def _pump(self, relay: Any, budget: meters.Reserver) -> None:
-        """Answer the cells' budget calls from the grid's reserver, in the order they came."""
+        """Answer the cells' budget calls from the grid's reserver, a batch at a time.
+
+        The calls that came together are asked of the reserver together (in the order
+        they came), so one fsync makes them all durable: its group commit. Asked one
+        after another, each waited for its own. Calls that came together are from
+        different callers (each waits for its answer before its next), so their order
+        among themselves is only their arrival's.
+        """
         while True:
             batch = await anyio.to_thread.run_sync(
                 self.ray.get, relay.take.remote(), abandon_on_cancel=True
             )
-            for number, (operation, *arguments) in batch:
-                try:
-                    value = await getattr(budget, operation)(*arguments)
-                    error = None
-                except MwError as exc:
-                    value, error = None, exc.render()
-                relay.answer.remote(number, value, error)
+            async with anyio.create_task_group() as answering:
+                for number, request in batch:
+                    answering.start_soon(_answer, relay, budget, number, request)
 
     def _stopped(self, ref: Any) -> None:
         """Wait for a cancelled cell's task to end (its worker is gone once it has)."""
-        try:
+        with contextlib.suppress(self.ray.exceptions.RayError):
             self.ray.get(ref)
-        except self.ray.exceptions.RayError:
-            pass
 
     async def _cell(self, run: GridRun, job: CellJob, *, cell_task: Any, relay: Any) -> None:
         tag = job.cell.tag

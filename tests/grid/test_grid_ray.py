@@ -175,8 +175,11 @@ async def test_a_grid_on_ray_stopped_mid_cell_resumes_on_the_same_cluster(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_mid_cell)
-            await run_grid(grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1))
-    assert stop.cancelled_caught
+            outcomes = await run_grid(
+                grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1)
+            )
+            tg.cancel_scope.cancel()  # it ended before it was stopped: fail, do not wait
+    assert stop.cancelled_caught, f"the grid ended before its stop: {outcomes}"
     (outcome,) = await run_grid(
         grid, tmp_path / "runs", GridContext(ENVIRON), executor=RayExecutor(1)
     )

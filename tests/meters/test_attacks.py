@@ -198,6 +198,12 @@ async def test_a_request_two_readers_could_read_two_ways_is_refused(
     assert (line.status, line.reserved_usd, line.cost_usd) == ("refused", "0", "0")
 
 
+# The SDK's own connect timeout is 5 s: on a busy machine, 200 connections at once
+# waited longer than that to be accepted, gave up unseen by the meter, and the ledger
+# had fewer lines than requests. A hang guard, not a measure of speed.
+PATIENT = httpx.Timeout(300.0, connect=120.0)
+
+
 async def sdk_stream(client: Any, endpoint: str) -> None:
     """One openai SDK stream asking for ``LIMIT`` tokens, read to its end.
 
@@ -286,7 +292,9 @@ async def test_fifty_sdk_requests_to_a_lying_upstream_stay_within_the_allocation
     allocation = prices.worst_case("local/scripted", len(json.dumps(body)), LIMIT) * 20
     faults = FaultPlan(plan=[fault])  # type: ignore[list-item]
     async with open_wire(tmp_path, allocation=allocation, engine=LONG, faults=faults) as wire:
-        client = openai.AsyncOpenAI(base_url=wire.meter_url, api_key="-", max_retries=0)
+        client = openai.AsyncOpenAI(
+            base_url=wire.meter_url, api_key="-", max_retries=0, timeout=PATIENT
+        )
 
         async with anyio.create_task_group() as tg:
             for _ in range(50):
@@ -314,7 +322,9 @@ async def test_many_sdk_streams_against_an_upstream_past_its_limits(
         async with open_wire(
             tmp_path / str(round_), allocation=allocation, engine=LONG, faults=faults
         ) as wire:
-            client = openai.AsyncOpenAI(base_url=wire.meter_url, api_key="-", max_retries=0)
+            client = openai.AsyncOpenAI(
+                base_url=wire.meter_url, api_key="-", max_retries=0, timeout=PATIENT
+            )
 
             async with anyio.create_task_group() as tg:
                 for _ in range(200):
