@@ -30,6 +30,7 @@ Ray is an optional extra (``pip install 'mw[ray]'``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import itertools
@@ -110,8 +111,10 @@ class RelayBudget:
         self.relay = relay
 
     async def _ask(self, *request: Any) -> Any:
-        ray = import_ray()
-        return await anyio.to_thread.run_sync(ray.get, self.relay.ask.remote(request))
+        ref = self.relay.ask.remote(request)
+        if _on_asyncio():
+            return await ref  # Ray's own wait, on this event loop: no thread per call
+        return await anyio.to_thread.run_sync(import_ray().get, ref)
 
     async def reserve(self, amount: Any, holder: str) -> Any:
         return await self._ask("reserve", amount, holder)
@@ -124,6 +127,14 @@ class RelayBudget:
 
     async def open_reservations(self) -> Any:
         return await self._ask("open_reservations")
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio's
+        return False
+    return True
 
 
 def _run_cell(job: CellJob, relay: Any) -> None:
