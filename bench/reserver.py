@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 import meters  # noqa: E402
 import mw_actors as mw  # noqa: E402
 import mw_actors.metering  # noqa: E402
-from mw_actors.grid import _ray as grid_ray  # noqa: E402
+from mw_actors import grid as grid_ray  # noqa: E402
 
 
 class OneAtATime(mw.metering.BudgetReserver):
@@ -146,8 +146,12 @@ class OneByOnePump(grid_ray.RayExecutor):
             batch = await anyio.to_thread.run_sync(
                 self.ray.get, relay.take.remote(), abandon_on_cancel=True
             )
-            for number, request in batch:
-                await grid_ray._answer(relay, budget, number, request)
+            for number, (operation, *arguments) in batch:  # as the pump did before
+                try:
+                    value, error = await getattr(budget, operation)(*arguments), None
+                except mw.MwError as exc:
+                    value, error = None, exc.render()
+                relay.answer.remote(number, value, error)
 
 
 async def measure_ray(pump: type[Any], clients: int, seconds: float) -> dict[str, float]:

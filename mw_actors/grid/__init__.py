@@ -31,7 +31,7 @@ from ..serve_learn import (
     setting_column,
 )
 from ._grid_file import grid_kind, load_grid
-from ._ray import RayExecutor
+from ._ray import BudgetRelay, RayExecutor, RelayBudget, import_ray
 from ._report import (
     Leaderboard,
     describe_run,
@@ -61,6 +61,7 @@ from .records import GRID_RECORDS
 
 __all__ = [
     "GRID_RECORDS",
+    "BudgetRelay",
     "Cell",
     "CellJob",
     "CellOutcome",
@@ -75,6 +76,7 @@ __all__ = [
     "Leaderboard",
     "LocalExecutor",
     "RayExecutor",
+    "RelayBudget",
     "TaskLosses",
     "attach_grid",
     "cell_flags",
@@ -89,6 +91,7 @@ __all__ = [
     "grid_running",
     "grid_status",
     "grid_status_now",
+    "import_ray",
     "in_grid_order",
     "leaderboard",
     "leaderboard_csv",

@@ -18,11 +18,11 @@ from mw_actors.grid import (
     LocalExecutor,
     RayExecutor,
     grid_status,
+    import_ray,
     leaderboard_csv,
     load_grid,
     run_grid,
 )
-from mw_actors.grid._ray import import_ray
 from mw_actors.journal import read_journal
 from mw_actors.kinds import GridContext
 from mw_actors.serve_learn import SERVE_LEARN_RECORDS, RunDir
