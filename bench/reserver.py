@@ -64,28 +64,40 @@ async def measure(kind: type[Any], clients: int, seconds: float) -> dict[str, fl
         ):
             spec = mw.ChildSpec(id="reserver", start=lambda: kind(Decimal("1e12")))
             client = mw.metering.ReserverClient(await rt.spawn(spec))
-            waits: list[float] = []
-            done = 0
-            stop = time.perf_counter() + seconds
             fsyncs_before = journal.statistics().fsyncs
-
-            async def loop(holder: str) -> None:
-                nonlocal done
-                while time.perf_counter() < stop:
-                    began = time.perf_counter()
-                    granted = await client.reserve(Decimal("0.01"), holder)
-                    waits.append(time.perf_counter() - began)
-                    assert isinstance(granted, meters.Granted)
-                    await client.settle(granted.id, Decimal("0.005"))
-                    done += 1
-
             began = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                for number in range(clients):
-                    tg.start_soon(loop, f"meter:{number}")
+            done, waits = await reserve_loops(client, clients, seconds, "meter")
             elapsed = time.perf_counter() - began
             fsyncs = journal.statistics().fsyncs - fsyncs_before
-    waits.sort()
+    return figures(done, elapsed, fsyncs, waits)
+
+
+async def reserve_loops(
+    budget: Any, clients: int, seconds: float, holder: str
+) -> tuple[int, list[float]]:
+    """``clients`` loops reserving and settling for ``seconds``: how many, and each wait."""
+    waits: list[float] = []
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def loop(number: int) -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            began = time.perf_counter()
+            granted = await budget.reserve(Decimal("0.01"), f"{holder}:{number}")
+            waits.append(time.perf_counter() - began)
+            assert isinstance(granted, meters.Granted)
+            await budget.settle(granted.id, Decimal("0.005"))
+            done += 1
+
+    async with anyio.create_task_group() as tg:
+        for number in range(clients):
+            tg.start_soon(loop, number)
+    return done, waits
+
+
+def figures(done: int, elapsed: float, fsyncs: int, waits: list[float]) -> dict[str, float]:
+    waits = sorted(waits)
     return {
         "per_second": done / elapsed,
         "fsyncs_each": fsyncs / max(done, 1),
@@ -102,25 +114,9 @@ class Callers:
     ) -> tuple[int, list[float]]:
         """Ray runs it on the actor's event loop (an async actor)."""
         budget = (EchoBudget if echo else grid_ray.RelayBudget)(relay)
-        waits: list[float] = []
-        done = 0
-        stop = time.perf_counter() + seconds
-
-        async def loop(holder: str) -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
-                began = time.perf_counter()
-                granted = await budget.reserve(Decimal("0.01"), holder)
-                waits.append(time.perf_counter() - began)
-                await budget.settle(granted.id, Decimal("0.005"))
-                done += 1
-
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, clients)
-        async with anyio.create_task_group() as tg:
-            for number in range(clients):
-                tg.start_soon(loop, f"cell:{number}")
-        return done, waits
+        return await reserve_loops(budget, clients, seconds, "cell")
 
 
 class Echo:
@@ -182,14 +178,9 @@ async def measure_ray(pump: type[Any], clients: int, seconds: float) -> dict[str
             fsyncs = journal.statistics().fsyncs - fsyncs_before
     for actor in [relay, *actors]:
         ray.kill(actor)
-    done = sum(n for n, _ in results)
-    waits = sorted(w for _, ws in results for w in ws)
-    return {
-        "per_second": done / elapsed,
-        "fsyncs_each": fsyncs / max(done, 1),
-        "p50_ms": 1e3 * statistics.median(waits),
-        "p99_ms": 1e3 * waits[int(0.99 * (len(waits) - 1))],
-    }
+    return figures(
+        sum(n for n, _ in results), elapsed, fsyncs, [w for _, ws in results for w in ws]
+    )
 
 
 async def measure_echo(clients: int, seconds: float) -> dict[str, float]:
@@ -204,14 +195,7 @@ async def measure_echo(clients: int, seconds: float) -> dict[str, float]:
     elapsed = time.perf_counter() - began
     for actor in [echo, *actors]:
         ray.kill(actor)
-    done = sum(n for n, _ in results)
-    waits = sorted(w for _, ws in results for w in ws)
-    return {
-        "per_second": done / elapsed,
-        "fsyncs_each": 0.0,
-        "p50_ms": 1e3 * statistics.median(waits),
-        "p99_ms": 1e3 * waits[int(0.99 * (len(waits) - 1))],
-    }
+    return figures(sum(n for n, _ in results), elapsed, 0, [w for _, ws in results for w in ws])
 
 
 async def main_ray(seconds: float, clients: list[int]) -> None:
