@@ -48,7 +48,7 @@ from ._budget import CellBudget
 from ._run import CellJob, GridRun, in_grid_order, outcome_of, run_job
 from .records import CellEnded, CellStarted
 
-__all__ = ["RayExecutor", "import_ray"]
+__all__ = ["BudgetRelay", "RayExecutor", "RelayBudget", "import_ray"]
 
 log = get_logger("mw.grid")
 
@@ -214,11 +214,11 @@ class RayExecutor:
     async def _pump(self, relay: Any, budget: meters.Reserver) -> None:
         """Answer the cells' budget calls from the grid's reserver, a batch at a time.
 
-        The calls that came together are asked of the reserver together (in the order
-        they came), so one fsync makes them all durable: its group commit. Asked one
-        after another, each waited for its own. Calls that came together are from
-        different callers (each waits for its answer before its next), so their order
-        among themselves is only their arrival's.
+        The calls that came together are asked of the reserver together, so one fsync
+        makes them all durable: its group commit. Asked one after another, each waited
+        for its own. They are from different callers (each waits for its answer before
+        its next), so the order the reserver takes them in says nothing more than the
+        order they reached the relay in.
         """
         while True:
             batch = await anyio.to_thread.run_sync(
