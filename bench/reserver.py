@@ -137,25 +137,34 @@ class EchoBudget(grid_ray.RelayBudget):
 class OneByOnePump(grid_ray.RayExecutor):
     """The baseline pump: each call asked of the reserver after the one before is answered."""
 
-    async def _pump(self, relay: Any, budget: meters.Reserver) -> None:
-        while True:
-            batch = await anyio.to_thread.run_sync(
-                self.ray.get, relay.take.remote(), abandon_on_cancel=True
-            )
-            for number, (operation, *arguments) in batch:  # as the pump did before
-                try:
-                    value, error = await getattr(budget, operation)(*arguments), None
-                except mw.MwError as exc:
-                    value, error = None, exc.render()
-                relay.answer.remote(number, value, error)
+    async def _answer_batch(
+        self, relay: Any, budget: meters.Reserver, batch: list[tuple[int, tuple[Any, ...]]]
+    ) -> None:
+        for number, request in batch:
+            await self._answer(relay, budget, number, request)
+
+
+async def from_cells(
+    target: Any, clients: int, seconds: float, echo: bool = False
+) -> tuple[int, float, list[float]]:
+    """``clients`` loops calling ``target`` from two Ray actors: how many, in how long, waits."""
+    ray = grid_ray.import_ray()
+    actors = [ray.remote(num_cpus=1)(Callers).remote() for _ in range(2)]
+    shares = [clients // 2 + clients % 2, clients // 2]
+    began = time.perf_counter()
+    pairs = zip(actors, shares, strict=True)
+    refs = [a.run.remote(target, n, seconds, echo) for a, n in pairs if n]
+    results = await anyio.to_thread.run_sync(ray.get, refs)
+    elapsed = time.perf_counter() - began
+    for actor in actors:
+        ray.kill(actor)
+    return sum(n for n, _ in results), elapsed, [w for _, ws in results for w in ws]
 
 
 async def measure_ray(pump: type[Any], clients: int, seconds: float) -> dict[str, float]:
     ray = grid_ray.import_ray()
     executor = pump()
     relay = ray.remote(grid_ray.BudgetRelay).options(max_concurrency=1000).remote()
-    actors = [ray.remote(num_cpus=1)(Callers).remote() for _ in range(2)]
-    shares = [clients // 2 + clients % 2, clients // 2]
     with tempfile.TemporaryDirectory(dir=ROOT) as name:
         records = mw.metering.BUDGET_RECORDS
         async with (
@@ -169,33 +178,20 @@ async def measure_ray(pump: type[Any], clients: int, seconds: float) -> dict[str
             fsyncs_before = journal.statistics().fsyncs
             async with anyio.create_task_group() as tg:
                 tg.start_soon(executor._pump, relay, client)
-                pairs = zip(actors, shares, strict=True)
-                refs = [a.run.remote(relay, n, seconds) for a, n in pairs if n]
-                began = time.perf_counter()
-                results = await anyio.to_thread.run_sync(ray.get, refs)
-                elapsed = time.perf_counter() - began
+                done, elapsed, waits = await from_cells(relay, clients, seconds)
                 tg.cancel_scope.cancel()
             fsyncs = journal.statistics().fsyncs - fsyncs_before
-    for actor in [relay, *actors]:
-        ray.kill(actor)
-    return figures(
-        sum(n for n, _ in results), elapsed, fsyncs, [w for _, ws in results for w in ws]
-    )
+    ray.kill(relay)
+    return figures(done, elapsed, fsyncs, waits)
 
 
 async def measure_echo(clients: int, seconds: float) -> dict[str, float]:
     """Ray's floor: the same callers' loops against an actor that answers at once."""
     ray = grid_ray.import_ray()
     echo = ray.remote(Echo).options(max_concurrency=1000).remote()
-    actors = [ray.remote(num_cpus=1)(Callers).remote() for _ in range(2)]
-    shares = [clients // 2 + clients % 2, clients // 2]
-    began = time.perf_counter()
-    refs = [a.run.remote(echo, n, seconds, True) for a, n in zip(actors, shares, strict=True) if n]
-    results = await anyio.to_thread.run_sync(ray.get, refs)
-    elapsed = time.perf_counter() - began
-    for actor in [echo, *actors]:
-        ray.kill(actor)
-    return figures(sum(n for n, _ in results), elapsed, 0, [w for _, ws in results for w in ws])
+    done, elapsed, waits = await from_cells(echo, clients, seconds, echo=True)
+    ray.kill(echo)
+    return figures(done, elapsed, 0, waits)
 
 
 async def main_ray(seconds: float, clients: list[int]) -> None:

@@ -147,19 +147,6 @@ def _run_cell(job: CellJob, relay: Any) -> None:
     anyio.run(run_job, job, CellBudget(RelayBudget(relay), job.cell.tag))
 
 
-async def _answer(
-    relay: Any, budget: meters.Reserver, number: int, request: tuple[Any, ...]
-) -> None:
-    """One cell's budget call, asked of the grid's reserver; its answer to the relay."""
-    operation, *arguments = request
-    try:
-        value = await getattr(budget, operation)(*arguments)
-        error = None
-    except MwError as exc:
-        value, error = None, exc.render()
-    relay.answer.remote(number, value, error)
-
-
 class RayExecutor:
     """Cells as Ray tasks, N at a time, on the cluster ``ray.init`` reaches."""
 
@@ -224,9 +211,28 @@ class RayExecutor:
             batch = await anyio.to_thread.run_sync(
                 self.ray.get, relay.take.remote(), abandon_on_cancel=True
             )
-            async with anyio.create_task_group() as answering:
-                for number, request in batch:
-                    answering.start_soon(_answer, relay, budget, number, request)
+            await self._answer_batch(relay, budget, batch)
+
+    async def _answer_batch(
+        self, relay: Any, budget: meters.Reserver, batch: list[tuple[int, tuple[Any, ...]]]
+    ) -> None:
+        """The calls that came together, asked of the reserver together."""
+        async with anyio.create_task_group() as answering:
+            for number, request in batch:
+                answering.start_soon(self._answer, relay, budget, number, request)
+
+    @staticmethod
+    async def _answer(
+        relay: Any, budget: meters.Reserver, number: int, request: tuple[Any, ...]
+    ) -> None:
+        """One cell's budget call, asked of the grid's reserver; its answer to the relay."""
+        operation, *arguments = request
+        try:
+            value = await getattr(budget, operation)(*arguments)
+            error = None
+        except MwError as exc:
+            value, error = None, exc.render()
+        relay.answer.remote(number, value, error)
 
     def _stopped(self, ref: Any) -> None:
         """Wait for a cancelled cell's task to end (its worker is gone once it has)."""

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -54,6 +55,19 @@ def _grid(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "grid.yaml"
     path.write_text(text)
     return path
+
+
+def _one_cell(tmp_path: Path, tag: str) -> tuple[Any, Path]:
+    """A one-cell grid slow enough to be hit mid-cell (0.1 s to each first token); its
+    cell's campaign journal under ``tmp_path / "runs"``."""
+    text = (
+        f"tag: {tag}\nscenarios: [synthetic_l1]\nmethods: [mwm-local]\n"
+        "models: [local/scripted]\ntrain_split: 24\nconcurrency: 2\n"
+        "provider_latency: ttft=0.1\nallocation: 5\n"
+    )
+    grid = load_grid(_grid(tmp_path, text))
+    (cell,) = grid.cells
+    return grid, tmp_path / "runs" / tag / "cells" / cell.tag / "journal"
 
 
 def _results(cells: Path, outcomes: list) -> dict[str, list[dict[str, object]]]:  # type: ignore[type-arg]
@@ -120,13 +134,7 @@ def _cell_workers() -> list[int]:
 async def test_a_ray_worker_killed_mid_cell_is_resumed_by_the_journal_rules(
     tmp_path: Path, ray_cluster: None
 ) -> None:
-    text = (
-        "tag: k\nscenarios: [synthetic_l1]\nmethods: [mwm-local]\nmodels: [local/scripted]\n"
-        "train_split: 24\nconcurrency: 2\nprovider_latency: ttft=0.1\nallocation: 5\n"
-    )
-    grid = load_grid(_grid(tmp_path, text))
-    (cell,) = grid.cells
-    journal = tmp_path / "runs" / "k" / "cells" / cell.tag / "journal"
+    grid, journal = _one_cell(tmp_path, "k")
     killed: list[int] = []
 
     async def kill_mid_cell() -> None:
@@ -159,13 +167,7 @@ async def test_a_grid_on_ray_stopped_mid_cell_resumes_on_the_same_cluster(
     tmp_path: Path, ray_cluster: None
 ) -> None:
     # The relay is named after the grid: a stopped run must free the name for its resume.
-    text = (
-        "tag: s\nscenarios: [synthetic_l1]\nmethods: [mwm-local]\nmodels: [local/scripted]\n"
-        "train_split: 24\nconcurrency: 2\nprovider_latency: ttft=0.1\nallocation: 5\n"
-    )
-    grid = load_grid(_grid(tmp_path, text))
-    (cell,) = grid.cells
-    journal = tmp_path / "runs" / "s" / "cells" / cell.tag / "journal"
+    grid, journal = _one_cell(tmp_path, "s")
     with anyio.CancelScope() as stop:
 
         async def stop_mid_cell() -> None:

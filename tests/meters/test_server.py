@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -247,8 +248,7 @@ async def test_a_slow_client_is_cut_off_and_the_server_goes_on(case: SlowClient)
 
 
 async def test_a_client_that_reads_nothing_of_its_answer_is_dropped() -> None:
-    one = ServerLimits(idle_seconds=0.3, request_seconds=0.3, send_seconds=0.3, max_connections=1)
-    async with server(one) as port:
+    async with server(dataclasses.replace(SHORT, max_connections=1)) as port:
         async with await anyio.connect_tcp("127.0.0.1", port) as stream:
             await stream.send(b"GET /big HTTP/1.1\r\n\r\n")
             # Its one connection is free again once the stalled one is dropped: until then a
