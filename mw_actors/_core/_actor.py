@@ -28,7 +28,7 @@ import anyio
 
 from mw_errors import ActorExited, AskTimeout, MailboxClosed
 
-from ._clock import Clock, move_on_after
+from ._clock import Clock
 from ._log import get_logger
 from ._mailbox import Mailbox, MailboxStatistics, Overflow
 from ._records import ExitReason, ExitShutdown
@@ -187,7 +187,8 @@ class ActorRef(Generic[M]):
             except MailboxClosed:
                 raise self._exited() from None
             return await slot.wait()
-        with move_on_after(self._id.clock, timeout) as scope:
+        clock = self._id.clock  # the scope itself, not move_on_after's wrapper: asked per request
+        with clock.cancel_scope_at(clock.monotonic() + timeout) as scope:
             try:
                 await self._id.mailbox.put(Envelope(message, slot))
             except MailboxClosed:

@@ -257,7 +257,8 @@ async def test_a_grid_over_the_benchmarks_own_scenario_and_methods(tmp_path: Pat
         _grid(
             tmp_path,
             f"tag: b1\nscenarios: [banking_l1]\nmethods: [blind, slb:blind]\n"
-            f"models: [local/scripted]\ndataset: {data}\nallocation: 5\n",
+            f"models: [local/scripted]\ndataset: {data}\nallocation: 5\n"
+            "train_split: 84\n",  # window 0: the smallest run that shows the point
         )
     )
     runs = tmp_path / "runs"
@@ -268,7 +269,9 @@ async def test_a_grid_over_the_benchmarks_own_scenario_and_methods(tmp_path: Pat
     assert [r.split(",")[1] for r in rows] == ["blind", "slb:blind"]
     # Each cell is what `mw serve-learn run banking_l1 --dataset ...` writes for it.
     cell = grid.cells[1]
-    flags = Flags(scenario="banking_l1", method="slb:blind", dataset=data, allocation="5")
+    flags = Flags(
+        scenario="banking_l1", method="slb:blind", dataset=data, allocation="5", train_split=84
+    )
     spec = launch_spec(flags, ENVIRON, tmp_path / "alone", "solo")
     single = await run_campaign(spec)
     name = make_method(cell.method).name
