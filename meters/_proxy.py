@@ -84,6 +84,7 @@ _HOP_BY_HOP = {
 }
 _RESPONSE_DROP = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
 _SSE_HEADERS = ("content-type", "cache-control")  # of a stream sent on whole
+END_SECONDS = 1.0  # to read the rest of an upstream's stream after its last event
 
 
 @dataclass(frozen=True)
@@ -773,8 +774,7 @@ class Meter:
                     await self._drain(chunks, parser, tracker, attempt)
             with anyio.CancelScope(shield=True):
                 if attempt.status != "overrun":  # an overrun's upstream is closed at once
-                    with anyio.move_on_after(1):  # read the upstream's end, keep its connection
-                        await self._drain(chunks, parser, tracker, attempt)
+                    await self._drain_end(stream, chunks, parser, tracker, attempt)
                 await chunks.aclose()
                 await upstream.aclose()
                 self._return(attempt)
@@ -788,6 +788,27 @@ class Meter:
                 if attempt.usage is None:
                     attempt.charge_reserved = True
                 await self._finish(attempt)
+
+    async def _drain_end(
+        self,
+        stream: httpx.AsyncByteStream,
+        chunks: AsyncIterator[bytes],
+        parser: SSEParser,
+        tracker: ChatStream | ResponsesStream,
+        attempt: _Attempt,
+    ) -> None:
+        """Read the upstream's end, within a second, so that its connection is kept.
+
+        The lean transport's body is bounded by a deadline of its own (no cancel scope
+        per request: the end is most often buffered already); any other, by a scope.
+        """
+        finish_by = getattr(stream, "finish_by", None)
+        if finish_by is not None:
+            finish_by(anyio.current_time() + END_SECONDS)
+            await self._drain(chunks, parser, tracker, attempt)
+            return
+        with anyio.move_on_after(END_SECONDS):
+            await self._drain(chunks, parser, tracker, attempt)
 
     async def _drain(
         self,

@@ -79,6 +79,23 @@ class _Body(httpx.AsyncByteStream):
         self._chunked = chunked
         self._timeout = timeout
         self._complete = not chunked and length == 0  # nothing to read
+        self._deadline: float | None = None
+
+    def finish_by(self, deadline: float) -> None:
+        """Bound the reads left by ``deadline`` (anyio's clock): past it, ``httpx.ReadTimeout``.
+
+        For the rest of a body read only to keep its connection: a whole deadline, not
+        one per read (an upstream that trickles a byte a second would pass every read's),
+        without a cancel scope per request (the rest is most often buffered already).
+        """
+        self._deadline = deadline
+
+    def _wait(self) -> float | None:
+        """How long the next read may wait."""
+        if self._deadline is None:
+            return self._timeout
+        left = max(0.0, self._deadline - anyio.current_time())
+        return left if self._timeout is None else min(left, self._timeout)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._chunked:
@@ -95,7 +112,7 @@ class _Body(httpx.AsyncByteStream):
     async def _read_length(self, remaining: int) -> AsyncGenerator[bytes, None]:
         connection = self._connection
         while remaining:
-            if not connection.buffer and not await connection.receive(self._timeout, self._request):
+            if not connection.buffer and not await connection.receive(self._wait(), self._request):
                 raise httpx.RemoteProtocolError(
                     "peer closed connection without sending complete message body",
                     request=self._request,
@@ -110,7 +127,7 @@ class _Body(httpx.AsyncByteStream):
         while (end := connection.buffer.find(b"\r\n")) < 0:
             if len(connection.buffer) > _MAX_HEAD:
                 raise httpx.RemoteProtocolError("chunk size line too long", request=self._request)
-            if not await connection.receive(self._timeout, self._request):
+            if not await connection.receive(self._wait(), self._request):
                 raise httpx.RemoteProtocolError(
                     "peer closed connection in a chunked body", request=self._request
                 )
@@ -161,7 +178,7 @@ class _Body(httpx.AsyncByteStream):
                 while await self._line():  # trailers, up to the empty line
                     pass
                 return
-            if not parts and not await self._connection.receive(self._timeout, self._request):
+            if not parts and not await self._connection.receive(self._wait(), self._request):
                 raise httpx.RemoteProtocolError(
                     "peer closed connection in a chunked body", request=self._request
                 )
@@ -174,7 +191,7 @@ class _Body(httpx.AsyncByteStream):
                 part = bytes(connection.buffer)
                 connection.buffer.clear()
                 yield part
-            if not await connection.receive(self._timeout, self._request):
+            if not await connection.receive(self._wait(), self._request):
                 return
 
     async def aclose(self) -> None:

@@ -23,6 +23,7 @@ Fault = Literal[
     "reset_mid_stream",  # the connection drops halfway through a stream
     "cut_before_usage",  # the stream ends cleanly but without its usage chunk
     "slow_drip",  # one delta every `drip_seconds`
+    "hold_after_done",  # the stream's last event, then its body held open (no end) a while
     "malformed_json",  # a body or chunk that is not JSON
     "ignore_max_tokens",  # the answer runs past the request's max_tokens (a provider's bug)
     # Usage that is no usage, as a lenient server may report it:

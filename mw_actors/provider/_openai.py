@@ -26,6 +26,8 @@ from ._transcript import transcript
 
 __all__ = ["Provider", "ProviderStatistics"]
 
+# ``hold_after_done``: how long a stream's body stays open after its last event.
+HOLD_SECONDS = 60.0
 _JSON = [("content-type", "application/json")]
 _SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 
@@ -330,6 +332,8 @@ class Provider:
             }
             yield b"data: " + json.dumps(tail).encode() + b"\n\n"
         yield b"data: [DONE]\n\n"
+        if fault == "hold_after_done":
+            await anyio.sleep(HOLD_SECONDS)
 
     # -- responses -----------------------------------------------------------------------
 
@@ -451,6 +455,8 @@ class Provider:
                 "response.completed" if response["status"] == "completed" else "response.incomplete"
             )
             yield event(final, response=response)
+        if fault == "hold_after_done":
+            await anyio.sleep(HOLD_SECONDS)
 
 
 def _shaped(piece: str, fault: str) -> dict[str, Any]:

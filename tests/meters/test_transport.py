@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -140,6 +141,82 @@ async def test_streamed_chunks_arrive_as_they_are_sent() -> None:
         await transport.aclose()
         tg.cancel_scope.cancel()
     assert parts == [b"one", b"two"]
+
+
+async def test_a_bodys_rest_is_read_by_one_deadline_not_one_per_read() -> None:
+    """``finish_by``: the rest of a body read to keep its connection (the meter, after a
+    stream's last event). An upstream that trickles a chunk more often than any read's
+    timeout is stopped by the whole deadline; a rest already here is read past it."""
+    trickled = 0
+
+    async def trickle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal trickled
+        async with stream:
+            await stream.receive()
+            await stream.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n")
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                while True:
+                    await anyio.sleep(0.05)
+                    await stream.send(b"1\r\nx\r\n")
+                    trickled += 1
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, trickle)
+        transport = LeanTransport()
+        request = httpx.Request(
+            "POST", f"http://127.0.0.1:{port}/s", content=b"{}", extensions={"timeout": {"read": 5}}
+        )
+        response = await transport.handle_async_request(request)
+        parts = aiter(response.stream)
+        assert await anext(parts) == b"one"
+        response.stream.finish_by(anyio.current_time() + 0.5)  # type: ignore[attr-defined]
+        with anyio.fail_after(30), pytest.raises(httpx.ReadTimeout):  # 30 s: a hang guard
+            async for _ in parts:
+                pass
+        await response.aclose()
+        await transport.aclose()
+        tg.cancel_scope.cancel()
+    assert trickled >= 2  # each read was answered within its own timeout
+
+    sent = anyio.Event()
+
+    async def rest_at_once(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            while True:
+                await stream.receive()
+                await stream.send(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n"
+                )
+                await stream.send(b"3\r\ntwo\r\n0\r\n\r\n")
+                sent.set()
+
+    connections = 0
+
+    async def counted(stream: anyio.abc.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+            await rest_at_once(stream)
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, counted)
+        transport = LeanTransport()
+        for _ in range(2):
+            sent = anyio.Event()
+            request = httpx.Request("POST", f"http://127.0.0.1:{port}/s", content=b"{}")
+            response = await transport.handle_async_request(request)
+            parts = aiter(response.stream)
+            await sent.wait()
+            response.stream.finish_by(anyio.current_time() - 1)  # type: ignore[attr-defined]
+            assert b"".join([part async for part in parts]) == b"onetwo"
+            await response.aclose()
+        await transport.aclose()
+        tg.cancel_scope.cancel()
+    assert connections == 1  # read whole past its deadline: the connection was kept
 
 
 async def test_an_answer_to_the_close_and_a_connection_close_are_not_reused() -> None:

@@ -31,6 +31,10 @@ WIRE_FAULTS = [
         "cut_before_usage", stream=True, status="unmetered", charge="reserved", client_error=False
     ),
     WireFault("slow_drip", stream=True, status="ok", charge="actual", client_error=False),
+    # The last event, then the body held open (no end): the answer and its line come at
+    # once; the meter stops reading the rest within a second (the client waits 20 s at most).
+    WireFault("hold_after_done", stream=False, status="ok", charge="actual", client_error=False),
+    WireFault("hold_after_done", stream=True, status="ok", charge="actual", client_error=False),
     # A whole answer is fetched as a stream: a chunk that is not JSON breaks it (502), and
     # the usage that still came is what it is charged.
     WireFault("malformed_json", stream=False, status="ok", charge="actual", client_error=True),
