@@ -9,6 +9,7 @@ milliseconds and can assert exact times.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import math
@@ -64,6 +65,21 @@ class SystemClock:
 
     def cancel_scope_at(self, deadline: float) -> AbstractContextManager[anyio.CancelScope]:
         return anyio.CancelScope(deadline=deadline)
+
+    def call_at(
+        self, deadline: float, callback: Callable[[], object]
+    ) -> Callable[[], object] | None:
+        """Call ``callback`` at ``deadline``; return what cancels it.
+
+        None where the backend has no timer to lend (trio): the caller then waits under
+        a cancel scope. Not part of :class:`Clock`: a timer is cheaper than a scope
+        (``ActorRef.ask`` with a timeout, per request), and a clock may lack one.
+        """
+        try:
+            loop = asyncio.get_running_loop()  # anyio's time on asyncio is the loop's
+        except RuntimeError:
+            return None
+        return loop.call_at(deadline, callback).cancel
 
 
 class _Timer:
@@ -127,6 +143,14 @@ class VirtualClock:
             if timer is not None:
                 timer.cancelled = True
 
+    def call_at(self, deadline: float, callback: Callable[[], object]) -> Callable[[], object]:
+        """Call ``callback`` when time reaches ``deadline`` (now, if it has); what cancels it."""
+        if deadline <= self._now:
+            callback()
+            return _nothing
+        timer = self._call_at(deadline, callback)
+        return lambda: setattr(timer, "cancelled", True)
+
     def next_deadline(self) -> float | None:
         """The earliest pending deadline, or None when nothing waits on time."""
         while self._heap and self._heap[0][2].cancelled:
@@ -171,6 +195,10 @@ class VirtualClock:
                 continue
             self._now = max(self._now, deadline)
             self._fire_due()
+
+
+def _nothing() -> None:
+    pass
 
 
 async def sleep(clock: Clock, seconds: float) -> None:

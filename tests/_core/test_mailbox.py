@@ -203,6 +203,37 @@ async def test_ask_timeout_on_virtual_time(tmp_path: Path) -> None:
         assert clock.monotonic() == 30
 
 
+async def test_an_ask_times_out_whether_it_waits_for_a_reply_or_for_room(tmp_path: Path) -> None:
+    """Real time: an ask the mailbox took times its wait by the clock's timer (asyncio) or a
+    cancel scope (trio); one that waits for room in a full mailbox, by a scope. On virtual
+    time a timeout of 0 is over at once, and a full mailbox times out at its deadline."""
+    probe = Probe()
+    async with mw.open_runtime(journal=tmp_path) as rt:
+        ref = await rt.spawn(worker(probe, "w", mailbox_capacity=1))
+        assert await ref.ask("echo", timeout=30) is not None  # answered: the timer is cancelled
+        await ref.tell("block")
+        await wait_for(lambda: ("root/w", "block") in probe.messages)
+        with anyio.fail_after(30), pytest.raises(mw.AskTimeout, match="root/w did not answer"):
+            await ref.ask("late", timeout=0.1)  # taken by the mailbox, never answered
+        assert ref.statistics().depth == 1  # the mailbox is full now
+        with anyio.fail_after(30), pytest.raises(mw.AskTimeout):
+            await ref.ask("no room", timeout=0.1)
+    clock = mw.VirtualClock()
+    async with mw.open_runtime(journal=tmp_path / "v", clock=clock) as rt:
+        ref = await rt.spawn(worker(probe, "v", mailbox_capacity=1))
+        await ref.tell("block")
+        await wait_for(lambda: ("root/v", "block") in probe.messages)
+        with pytest.raises(mw.AskTimeout):
+            await ref.ask("over at once", timeout=0)
+        assert clock.monotonic() == 0
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(clock.autojump)
+            with pytest.raises(mw.AskTimeout):
+                await ref.ask("no room", timeout=30)  # the mailbox holds "over at once"
+            tg.cancel_scope.cancel()
+        assert clock.monotonic() == 30
+
+
 async def test_drop_oldest_fails_the_dropped_ask(tmp_path: Path) -> None:
     probe = Probe()
     async with mw.open_runtime(journal=tmp_path) as rt:
