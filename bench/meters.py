@@ -20,7 +20,9 @@ Figures:
 - the same latencies and requests/s through a capped meter (``--allocation``), as
   every campaign runs one: its budget journaled, and an answer asked for whole
   fetched as a stream so that an upstream past its limit can be cut;
-- the meter's RSS as requests accumulate (goal: no growth with request count).
+- the meter's RSS as requests accumulate (goal: no growth with request count);
+- the capped meter's CPU per streamed chunk where answers come a token at a time, beside
+  the provider's own (a campaign's host answers at a provider's pace).
 """
 
 from __future__ import annotations
@@ -210,6 +212,50 @@ async def load(url: str, n: int, concurrency: int = 32) -> None:
             tg.start_soon(worker, client)
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def paced_chunks(tmp: Path, answers: int = 4, words: int = 400) -> None:
+    """CPU per streamed chunk, where an answer comes a token at a time.
+
+    A campaign's host answers at a provider's pace (tokens seconds apart, each its own
+    read), not in the burst the figures above are measured on: a paced provider (400
+    tokens/s, one chunk each) behind a capped meter; the meter's CPU per chunk the
+    client read, beside the provider's own (which makes and sends each one).
+    """
+    script = tmp / "words.json"
+    script.write_text(json.dumps([{"content": " ".join(["word"] * words)}]))
+    provider, direct = start("provider", "--port", "0", "--script", str(script),
+                             "--latency", "tps=400")  # fmt: skip
+    meter, capped = start(
+        "meter", "--role", "host", "--port", "0", "--upstream", direct, "--key-env", "BENCH_KEY",
+        "--prices", str(LOCAL_PRICES), "--ledger-dir", str(tmp / "paced"), "--allocation",
+        "1000000", env={"BENCH_KEY": "sk-bench"},
+    )  # fmt: skip
+    try:
+        body = {**BODY, "stream": True, "max_tokens": 4 * words}
+        with httpx.Client(timeout=60, headers=AUTH) as client:
+            figures = []
+            for _ in range(2):  # the first warms both up
+                began = (cpu_seconds(meter.pid), cpu_seconds(provider.pid))
+                chunks = 0
+                for _ in range(answers):
+                    with client.stream("POST", f"{capped}/chat/completions", json=body) as r:
+                        chunks += sum(1 for _ in r.iter_raw())
+                used = (cpu_seconds(meter.pid) - began[0], cpu_seconds(provider.pid) - began[1])
+                figures = [1e6 * u / chunks for u in used]
+        label = "CPU per streamed chunk, paced"
+        print(f"| {label:<26} | capped meter {figures[0]:.0f} µs, the provider making it "
+              f"{figures[1]:.0f} µs ({chunks} chunks at 400 tokens/s) | - |")  # fmt: skip
+    finally:
+        for process in (meter, provider):
+            process.terminate()
+            process.wait(timeout=30)
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
@@ -291,6 +337,7 @@ async def main(
                 marks.append((done, rss_kib(meter.pid)))
             trail = ", ".join(f"{n:,}: {kib / 1024:.1f} MiB" for n, kib in marks)
             print(f"| meter RSS after requests | {trail} | goal: no growth |")
+            paced_chunks(tmp)
         finally:
             processes: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = [
                 meter,

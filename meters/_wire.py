@@ -161,8 +161,11 @@ class _LoopReadiness(_Readiness):
     ``epoll_ctl`` calls and the selector's bookkeeping) and opens a cancel scope
     for a timeout. Here the reader stays registered while waits follow each
     other, and comes off only when it fires with nobody waiting (so a
-    level-triggered readiness never spins); a timeout is a loop timer. An anyio
-    cancel scope still cancels the wait: it is a plain future of the task.
+    level-triggered readiness never spins). A timeout is one loop timer kept
+    across waits: a wait moves the deadline on, and the timer, when it fires
+    before the deadline, sets itself again for it (a streamed answer waits once
+    a chunk; a timer made and cancelled each time cost more than its read). An
+    anyio cancel scope still cancels the wait: it is a plain future of the task.
     """
 
     def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
@@ -171,6 +174,8 @@ class _LoopReadiness(_Readiness):
         self.fd = sock.fileno()
         self.waiter: asyncio.Future[None] | None = None
         self.registered = False
+        self.deadline: float | None = None  # the waiting wait's, on the loop's clock
+        self.timer: asyncio.TimerHandle | None = None
 
     async def wait(self, timeout: float | None) -> None:
         if self.waiter is not None:
@@ -180,13 +185,29 @@ class _LoopReadiness(_Readiness):
         if not self.registered:
             loop.add_reader(self.fd, self._ready)
             self.registered = True
-        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
+        if timeout is None:
+            self.deadline = None
+        else:
+            deadline = self.deadline = loop.time() + timeout
+            timer = self.timer
+            if timer is None or deadline < timer.when():  # else it sets itself again
+                if timer is not None:
+                    timer.cancel()
+                self.timer = loop.call_at(deadline, self._expire)
         try:
             await waiter
         finally:
             self.waiter = None
-            if timer is not None:
-                timer.cancel()
+
+    def _expire(self) -> None:
+        self.timer = None
+        waiter, deadline = self.waiter, self.deadline
+        if waiter is None or waiter.done() or deadline is None:
+            return  # nobody waits on time now: the next wait sets a timer
+        if self.loop.time() >= deadline:
+            waiter.set_exception(TimeoutError())
+        else:  # this wait began after the timer was set: its own deadline is later
+            self.timer = self.loop.call_at(deadline, self._expire)
 
     def _ready(self) -> None:
         waiter = self.waiter
@@ -200,13 +221,11 @@ class _LoopReadiness(_Readiness):
         if self.registered:
             self.loop.remove_reader(self.fd)
             self.registered = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(anyio.ClosedResourceError())
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
 
 
 def _readiness(sock: socket.socket) -> _Readiness:

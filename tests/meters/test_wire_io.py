@@ -66,6 +66,45 @@ async def test_a_wait_past_its_timeout_raises_and_the_wire_still_reads() -> None
         assert bytes(server.buffer) == b"late"
 
 
+async def test_a_wait_keeps_its_own_deadline_whatever_timer_an_earlier_one_left(
+    anyio_backend: str,
+) -> None:
+    """On asyncio one timer serves a socket's waits: a wait after a longer one times out at
+    its own deadline; a timer that fires before the waiting wait's deadline sets itself
+    again, and the wait goes on."""
+    async with tcp_pair() as (client, server):
+        readiness = server._readable  # type: ignore[attr-defined]
+        got: list[bool] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _fill_into(server, got))  # it waits: a timer for +600 s
+            with anyio.fail_after(30):
+                while anyio_backend == "asyncio" and readiness.waiter is None:
+                    await anyio.sleep(0.001)
+            await client.send(b"x")
+        assert got == [True]
+        if anyio_backend == "asyncio":
+            assert readiness.timer is not None  # left for the next wait
+        with anyio.fail_after(30), pytest.raises(TimeoutError):  # 30 s: a hang guard
+            await server.fill(0.05)
+        if anyio_backend != "asyncio":
+            return
+        got.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _fill_into(server, got))
+            with anyio.fail_after(30):
+                while readiness.waiter is None:
+                    await anyio.sleep(0.001)
+            readiness.timer.cancel()
+            readiness._expire()  # as a timer left by an earlier, shorter wait fires
+            assert readiness.timer is not None and not readiness.waiter.done()
+            await client.send(b"y")
+        assert got == [True] and bytes(server.buffer).endswith(b"y")
+
+
+async def _fill_into(wire: SocketWire, into: list[bool]) -> None:
+    into.append(await wire.fill(600))
+
+
 async def test_a_cancelled_wait_leaves_the_wire_usable() -> None:
     async with tcp_pair() as (client, server):
         with anyio.move_on_after(0.05) as scope:
