@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, Protocol, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from mw_errors import ActorExited, AskTimeout, MailboxClosed, MailboxFull
 
@@ -177,6 +178,9 @@ class ActorRef(Generic[M]):
             AskTimeout: no reply within ``timeout`` seconds on the runtime's clock.
             ActorExited: the actor died before replying, or has stopped for good.
         """
+        # A caller cancelled already sends nothing (the mailbox's put would not have): a
+        # reservation asked for by a request that was cancelled would be held for nobody.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         slot = ReplySlot()
         envelope = Envelope(message, slot)
         if timeout is None:

@@ -234,6 +234,19 @@ async def test_an_ask_times_out_whether_it_waits_for_a_reply_or_for_room(tmp_pat
         assert clock.monotonic() == 30
 
 
+async def test_an_ask_from_a_cancelled_scope_sends_nothing(tmp_path: Path) -> None:
+    probe = Probe()
+    async with mw.open_runtime(journal=tmp_path) as rt:
+        ref = await rt.spawn(worker(probe, "w"))
+        for timeout in (30.0, None):
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await ref.ask(("never", timeout), timeout=timeout)
+            assert scope.cancelled_caught
+        assert await ref.ask("after", timeout=30) == "after"  # handled after any earlier one
+    assert [m for _, m in probe.messages] == ["after"]
+
+
 async def test_drop_oldest_fails_the_dropped_ask(tmp_path: Path) -> None:
     probe = Probe()
     async with mw.open_runtime(journal=tmp_path) as rt:
