@@ -53,7 +53,7 @@ from ._server import (
     openai_error,
     serve_on,
 )
-from ._transport import LeanPool, LeanTransport
+from ._transport import Body, LeanPool, LeanTransport
 from ._usage import (
     ChatStream,
     InvalidUsage,
@@ -717,7 +717,7 @@ class Meter:
         # The transport's own body stream: identity-encoded bytes as they come, without
         # httpx's chunker and bookkeeping on top.
         stream = upstream.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
+        assert isinstance(stream, Body)  # every upstream answer comes on the lean transport
         chunks = _chunks(stream)
         delivered = False
         try:
@@ -774,7 +774,10 @@ class Meter:
                     await self._drain(chunks, parser, tracker, attempt)
             with anyio.CancelScope(shield=True):
                 if attempt.status != "overrun":  # an overrun's upstream is closed at once
-                    await self._drain_end(stream, chunks, parser, tracker, attempt)
+                    # Its end, read within a second to keep its connection: a deadline the
+                    # body keeps (no cancel scope per request; the end is most often here).
+                    stream.finish_by(anyio.current_time() + END_SECONDS)
+                    await self._drain(chunks, parser, tracker, attempt)
                 await chunks.aclose()
                 await upstream.aclose()
                 self._return(attempt)
@@ -788,27 +791,6 @@ class Meter:
                 if attempt.usage is None:
                     attempt.charge_reserved = True
                 await self._finish(attempt)
-
-    async def _drain_end(
-        self,
-        stream: httpx.AsyncByteStream,
-        chunks: AsyncIterator[bytes],
-        parser: SSEParser,
-        tracker: ChatStream | ResponsesStream,
-        attempt: _Attempt,
-    ) -> None:
-        """Read the upstream's end, within a second, so that its connection is kept.
-
-        The lean transport's body is bounded by a deadline of its own (no cancel scope
-        per request: the end is most often buffered already); any other, by a scope.
-        """
-        finish_by = getattr(stream, "finish_by", None)
-        if finish_by is not None:
-            finish_by(anyio.current_time() + END_SECONDS)
-            await self._drain(chunks, parser, tracker, attempt)
-            return
-        with anyio.move_on_after(END_SECONDS):
-            await self._drain(chunks, parser, tracker, attempt)
 
     async def _drain(
         self,

@@ -28,7 +28,7 @@ import httpx
 
 from ._wire import StreamWire, Wire, WireBroken, chunk_size, connect
 
-__all__ = ["LeanPool", "LeanTransport"]
+__all__ = ["Body", "LeanPool", "LeanTransport"]
 
 _MAX_HEAD = 256 * 1024
 _NO_BODY = {204, 304}
@@ -60,7 +60,7 @@ class _Connection:
         await self.wire.aclose()
 
 
-class _Body(httpx.AsyncByteStream):
+class Body(httpx.AsyncByteStream):
     """A response body read off the connection: by length, chunked, or to the close."""
 
     def __init__(
@@ -311,7 +311,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         if request.method == "HEAD" or status in _NO_BODY:
             length, chunked = 0, False
         connection.reusable = not close
-        body = _Body(self, connection, request, None if chunked else length, chunked, timeout)
+        body = Body(self, connection, request, None if chunked else length, chunked, timeout)
         return httpx.Response(
             status,
             headers=headers,

@@ -183,24 +183,22 @@ class ActorRef(Generic[M]):
         await anyio.lowlevel.checkpoint_if_cancelled()
         slot = ReplySlot()
         envelope = Envelope(message, slot)
+        sent = self._put_now(envelope)  # else it waits for room, within the timeout
         if timeout is None:
-            if not self._put_now(envelope):
+            if not sent:
                 await self._put(envelope)
             return await slot.wait()
         clock = self._id.clock
         deadline = clock.monotonic() + timeout
-        # Asked per request (a meter's reservations): where the clock lends a timer and the
-        # mailbox has room, the wait is timed by the timer, cheaper than a cancel scope.
-        timer = getattr(clock, "call_at", None)
-        sent = timer is not None and self._put_now(envelope)
-        if sent:
-            assert timer is not None
-            cancel = timer(deadline, lambda: slot.fail(self._late(timeout)))
-            if cancel is not None:
-                try:
-                    return await slot.wait()
-                finally:
-                    cancel()
+        # Asked per request (a meter's reservations): once the mailbox has it, where the
+        # clock lends a timer, the wait is timed by the timer, cheaper than a cancel scope.
+        timer = getattr(clock, "call_at", None) if sent else None
+        cancel = timer(deadline, lambda: slot.fail(self._late(timeout))) if timer else None
+        if cancel is not None:
+            try:
+                return await slot.wait()
+            finally:
+                cancel()
         with clock.cancel_scope_at(deadline) as scope:
             if not sent:
                 await self._put(envelope)
