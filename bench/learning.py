@@ -26,6 +26,11 @@ the mean over seeds. World models, all on the same records:
 - mwm: MWM's ``wm`` (``learners.fit``, as the campaign fits it);
 - oracle: the ground truth (the player's ceiling).
 
+``--losses`` adds where MWM loses its hidden tests, over every seed: per family of test (the
+benchmark's own ``z.family`` label: ``A_electronics``, ``F_batch``, ...) and per kind of
+mistake (the right action's form against the one MWM took, ids and list items left out). The
+bench reads that label as it reads the ground truth, for the table; no model sees it.
+
 The fitting time per block is MWM's, on this machine. Every scenario and seed is
 probed in its own process (``--jobs`` at once). On a test, the player's look-ups
 are made once and every model acts on the same text; the verifier replays an
@@ -39,6 +44,7 @@ import concurrent.futures
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -66,6 +72,7 @@ from mw_actors.serve_learn.learners import (  # noqa: E402
 )
 
 BLOCK = 12
+_LIST = re.compile(r"\[.*\]", re.DOTALL)
 MODELS = ("majority", "nearest success", "decision tree", "mwm", "oracle")
 
 
@@ -170,6 +177,18 @@ def _oracle(task: Any) -> Ranker:
     return lambda text: [f"{action.name}({shown})"]
 
 
+def form_of(action: str) -> str:
+    """An action as a kind of decision: a list argument's items left out (``[...]``)."""
+    return _LIST.sub("[...]", action) if action else "(nothing)"
+
+
+def mistake_of(right: str, taken: str) -> str:
+    """What kind of mistake taking ``taken`` for ``right`` is, in a line."""
+    if form_of(right) == form_of(taken) and "[...]" in form_of(right):
+        return f"{form_of(right)}, its items decided wrong"
+    return f"{form_of(right)} -> {form_of(taken)}"
+
+
 def probe_scenario(
     name: str,
     right: float | None,
@@ -197,6 +216,7 @@ def probe_scenario(
     }
     skipped: dict[str, int] = dict.fromkeys(models, 0)
     per_window: dict[str, list[float]] = {m: [] for m in models}
+    lost: list[tuple[str, str, bool]] = []  # MWM's hidden tests: (family, mistake, lost)
     fit_seconds: list[float] = []
     for window in windows:
         tests = bundle["test_set"](window)
@@ -231,6 +251,10 @@ def probe_scenario(
                 scores[model_name][category].append(reward)
                 if category == "hidden":
                     window_rewards[model_name].append(reward)
+                if category == "hidden" and model_name == "mwm":
+                    right = next(iter(_oracle(task)("")), "")
+                    family = str((task.z or {}).get("family", "-"))
+                    lost.append((family, mistake_of(right, played.action), reward < 1.0))
         for model_name in models:
             rewards = window_rewards[model_name]
             per_window[model_name].append(100 * sum(rewards) / len(rewards) if rewards else 0.0)
@@ -241,8 +265,31 @@ def probe_scenario(
         },
         "windows": per_window,
         "skipped": skipped,
+        "lost": lost,
         "fit_seconds": max(fit_seconds, default=0.0),
     }
+
+
+def losses(name: str, tests: Sequence[tuple[str, str, bool]], top: int = 8) -> str:
+    """Where MWM lost ``name``'s hidden tests: per family (lost of all), per kind of mistake."""
+    families: dict[str, list[int]] = {}
+    for family, _, was_lost in tests:
+        families.setdefault(family, [0, 0])[0] += was_lost
+        families[family][1] += 1
+    mistakes: dict[str, int] = {}
+    for _, mistake, was_lost in tests:
+        if was_lost:
+            mistakes[mistake] = mistakes.get(mistake, 0) + 1
+    total = sum(was_lost for *_, was_lost in tests)
+    by_family = sorted(families.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    lines = [f"{name}: MWM lost {total} of {len(tests)} hidden tests; by family: " + ", ".join(
+        f"{family} {lost}/{of}" for family, (lost, of) in by_family if lost
+    )]  # fmt: skip
+    lines += [
+        f"  {count:4d}  {mistake}"
+        for mistake, count in sorted(mistakes.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    ]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -255,6 +302,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--random", action="store_true", help="a fully random serving agent (ignores --right)"
+    )
+    parser.add_argument(
+        "--losses",
+        action="store_true",
+        help="where MWM loses its hidden tests: per family of test, per kind of mistake",
     )
     args = parser.parse_args()
     names = args.scenarios.split(",")
@@ -294,6 +346,10 @@ def main() -> None:
         print(f"{name} hidden per window: " + "; ".join(
             f"{m} " + " ".join(f"{x:.0f}" for x in windows[name][m]) for m in MODELS
         ))  # fmt: skip
+    if args.losses:
+        for name in names:
+            tests = [t for seed in range(args.seeds) for t in results[name, seed]["lost"]]
+            print(losses(name, tests))
     print(f"slowest MWM fit (all blocks so far): {slowest:.2f} s (goal <= 2 s per block)")
     print(f"probed in {time.perf_counter() - started:.0f} s with {args.jobs} processes")
 

@@ -148,6 +148,38 @@ def test_on_banking_the_oracle_scores_100_and_mwm_knows_more_than_the_majority()
     scores = probed["scores"]
     assert scores["oracle"]["hidden"] == 100.0 == scores["oracle"]["fully_specified"]
     assert scores["mwm"]["hidden"] > scores["majority"]["hidden"] + 20
+    # --losses: every hidden test MWM played, each lost one with its family and mistake.
+    lost = probed["lost"]
+    kept = sum(not was_lost for *_, was_lost in lost)
+    assert 100 * kept / len(lost) == pytest.approx(scores["mwm"]["hidden"])
+    assert all(f != "-" and (" -> " in m or "wrong" in m) for f, m, was in lost if was)
+
+
+def test_the_learning_bench_says_where_mwm_loses_its_tests() -> None:
+    """``bench/learning.py --losses``: per family of test, then the commonest mistakes."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import learning  # bench/learning.py
+
+    batch = 'decide(lines=[{"line": 1, "action": "approve"}])'
+    other = 'decide(lines=[{"line": 1, "action": "deny"}])'
+    assert learning.mistake_of(batch, other) == "decide(lines=[...]), its items decided wrong"
+    assert (
+        learning.mistake_of("deny(reason=late)", batch)
+        == "deny(reason=late) -> decide(lines=[...])"
+    )
+    assert learning.mistake_of("deny(reason=late)", "") == "deny(reason=late) -> (nothing)"
+    tests = [
+        ("F_batch", learning.mistake_of(batch, other), True),
+        ("A_limit", "approve() -> deny(reason=late)", True),
+        ("F_batch", learning.mistake_of(batch, other), True),
+        ("F_batch", "", False),
+        ("A_kind", "", False),
+    ]
+    assert learning.losses("bank", tests).splitlines() == [
+        "bank: MWM lost 3 of 5 hidden tests; by family: F_batch 2/3, A_limit 1/1",
+        "     2  decide(lines=[...]), its items decided wrong",
+        "     1  approve() -> deny(reason=late)",
+    ]
 
 
 @needs_slb
