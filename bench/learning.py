@@ -1,7 +1,7 @@
 """Does MWM learn the hidden policies? The knowledge probe on banking L1-L3, beside baselines.
 
     python bench/learning.py [--scenarios banking_l1,...] [--seeds 3] [--right 0.5 | --random]
-                             [--jobs N]
+                             [--jobs N] [--losses]
 
 For each scenario and seed, the whole serving stream is played through the
 benchmark's own ``Env``, tools and verifier by a simulated agent (a fixture
