@@ -576,7 +576,7 @@ def _campaign_options(parser: argparse.ArgumentParser, *, tag: str, manual: bool
         "--concurrency",
         type=int,
         help="episodes in flight in all, serving and tests together (default 4); "
-        "a freed slot goes to a waiting test first",
+        "a freed slot goes to a waiting serving episode first, tests take the rest",
     )
     parser.add_argument(
         "--provider-latency", help="the local provider's latency: ttft=S,tps=N (benchmarks, tests)"

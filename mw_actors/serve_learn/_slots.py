@@ -1,9 +1,14 @@
 """Episode slots: ``--concurrency N`` is the total number of episodes in flight.
 
-Serving and tests share the N slots. A slot that frees goes to a waiting test
-before a waiting serving episode: a window's results are not starved by the
-stream, and the stream takes what tests leave idle. Waiters of one phase are
-served in the order they came. Works on asyncio and trio (anyio's events).
+Serving and tests share the N slots. A slot that frees goes to a waiting
+serving episode before a waiting test: the stream is the campaign's critical
+path (each block waits for the one before it and for its learning; a test waits
+for nothing but a slot), so it is never held up by tests that could run later,
+and tests take every slot it leaves: a block's tail, once its last episode has
+started, and the learner's time between blocks. Tests are not starved: a block
+is at most 12 episodes, and the next cannot start before they have all ended.
+Waiters of one phase are served in the order they came. Works on asyncio and
+trio (anyio's events).
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import anyio
 
 __all__ = ["PHASES", "Slots"]
 
-PHASES = ("test", "serving")  # a freed slot's first taker first
+PHASES = ("serving", "test")  # a freed slot's first taker first
 
 
 class Slots:
-    """At most ``total`` episodes at once, tests first."""
+    """At most ``total`` episodes at once, the stream's first."""
 
     def __init__(self, total: int) -> None:
         self.total = total

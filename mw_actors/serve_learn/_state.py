@@ -100,7 +100,7 @@ class Shared:
             w.window: anyio.Event() for w in schedule.windows
         }
         # ``concurrency`` episodes in flight in all, serving and tests together; a freed
-        # slot goes to a waiting test first (the window's results are not starved).
+        # slot goes to a waiting serving episode first (the stream is the critical path).
         self.slots = Slots(spec.concurrency)
 
     def served(self, task: Task, ended: EpisodeEnded, block: int) -> Served:

@@ -1,4 +1,4 @@
-"""--concurrency N is the total number of episodes in flight; a freed slot goes to a test first."""
+"""--concurrency N is the total number of episodes in flight; a freed slot goes to serving first."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mw_actors.serve_learn._slots import Slots
 pytestmark = pytest.mark.anyio
 
 
-async def test_serving_and_tests_together_never_exceed_n_and_a_waiting_test_goes_first() -> None:
+async def test_serving_and_tests_together_never_exceed_n_and_the_stream_goes_first() -> None:
     slots = Slots(3)
     inside = 0
     most = 0
@@ -36,9 +36,10 @@ async def test_serving_and_tests_together_never_exceed_n_and_a_waiting_test_goes
         assert started == ["s0", "s1", "s2"] and slots.busy == 3
         release.set()
     assert most == 3 and slots.most == 3  # never more than N, serving and tests together
-    # The three slots freed went to both tests before the stream's next; then the stream.
-    assert sorted(started[3:6]) == ["s3", "t0", "t1"]
-    assert sorted(started[6:]) == ["s4", "s5"]
+    # The three slots freed went to the stream's next before the tests that came after
+    # them (the stream is the critical path); once no serving episode waited, the tests.
+    assert sorted(started[3:6]) == ["s3", "s4", "s5"]
+    assert sorted(started[6:]) == ["t0", "t1"]
     assert slots.busy == 0
 
 
