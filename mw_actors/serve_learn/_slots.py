@@ -7,9 +7,8 @@ for nothing but a slot), so it is never held up by tests that could run later,
 and tests take every slot it leaves: a block's tail, once its last episode has
 started, and the learner's time between blocks. Tests are not starved: a block
 is a bounded number of episodes (12 in mw's schedule), and the next cannot start
-before they have all ended.
-Waiters of one phase are served in the order they came. Works on asyncio and
-trio (anyio's events).
+before they have all ended. Waiters of one phase are served in the order they
+came. Works on asyncio and trio (anyio's events).
 """
 
 from __future__ import annotations
