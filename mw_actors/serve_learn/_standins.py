@@ -14,10 +14,13 @@ are left out, and ``figure.1`` or ``figure.max`` is the item's value of the fact
 that a single case's figure usually equals.
 
 **What the stand-in's outcome means** is learned from the cases that scored:
-- in an ordered choice, the single outcome that the chosen items get (``approve``)
-  is the one that lets an item go; the case takes the first item that gets it;
-  where none does, it takes the outcome of the item whose outcome the scored
-  cases took (the first leg's, say);
+- in an ordered choice, the single outcome that lets an item go (``approve``) is
+  the one whose first item, in order, is the item chosen in the most scored cases
+  (not the one the chosen items get most: a first-pass rule that misreads them
+  reads the items passed over alike); the single cases' default (the outcome that
+  scored most) goes unless another picks clearly more (by ``rules.MARGIN`` cases).
+  The case takes the first item that gets it; where none does, it takes the outcome
+  of the item whose outcome the scored cases took (the first leg's, say);
 - in a batch, each single outcome stands for the item decision that says what it
   says (``{"action": "escalate", "reason": "late"}`` for ``escalate(reason=late)``:
   every word of the decision is a word of the outcome, and no other decision says
@@ -269,6 +272,7 @@ def learn(
     plain: Plain,
     listed: Sequence[Listed] = (),
     outcomes: Sequence[str] = (),
+    default: str | None = None,
 ) -> ItemsAsCases:
     """What the served cases say a stand-in's outcome means.
 
@@ -276,7 +280,7 @@ def learn(
     chosen or 0, the outcome when none was) of scored cases listing a choice's items.
     ``batches``: (family, case facts, items, each item's decision) of scored batches.
     ``listed``: (family, items, each item's decision) of every batch served; ``outcomes``:
-    the single cases' outcomes.
+    the single cases' outcomes; ``default``: the single outcome that scored most.
     """
     shown_items = [c[2] for c in choices] + [b[2] for b in batches] + [b[1] for b in listed]
     item_names = {name for shown in shown_items for own in shown.values() for name in own}
@@ -290,20 +294,34 @@ def learn(
     for row in choices:
         by.setdefault(row[0], []).append(row)
     for family, rows in by.items():
-        went: Counter[str] = Counter()
-        for _, case, shown, chosen, _ in rows:
-            if chosen in shown:
-                outcome = plain(found.stand_in(case, shown[chosen]))
-                if outcome is not None:
-                    went[outcome] += 1
+        read: list[tuple[int, list[tuple[int, str | None]]]] = [
+            (chosen, [(o, plain(found.stand_in(case, shown[o]))) for o in sorted(shown)])
+            for _, case, shown, chosen, _ in rows
+        ]
+        went: Counter[str] = Counter(
+            outcome for chosen, legs in read for o, outcome in legs if o == chosen and outcome
+        )
         if not went:
             continue
-        found.go[family] = went.most_common(1)[0][0]
+        # What lets an item go picks, as the first item it is given, the item chosen in
+        # the most scored cases that chose one; of two alike, the chosen items' likeliest.
+        right = {
+            outcome: sum(
+                next((o for o, given in legs if given == outcome), 0) == chosen
+                for chosen, legs in read
+                if chosen
+            )
+            for outcome in went
+        }
+        go = min(went, key=lambda g: (-right[g], -went[g], g))
+        if default is not None and default in went and right[go] < right[default] + rules.MARGIN:
+            go = default  # what lets a single case go, unless another is clearly better
+        found.go[family] = go
         led: Counter[int] = Counter()
-        for _, case, shown, chosen, outcome in rows:
+        for _, case, shown, chosen, taken in rows:
             if not chosen:
                 for ordinal, own in shown.items():
-                    led[ordinal] += plain(found.stand_in(case, own)) == outcome
+                    led[ordinal] += plain(found.stand_in(case, own)) == taken
         if led:
             found.lead[family] = max(sorted(led), key=lambda o: led[o])
     decided: dict[str, Counter[tuple[str, str]]] = {}

@@ -974,8 +974,16 @@ def _as_cases(
         if case.itemized
     ]
     outcomes = [case.signature for case in cases if not (case.itemized or case.chose)]
+    won = Counter(case.signature for _, case in scored if not (case.itemized or case.chose))
+    default = min(won, key=lambda s: (-won[s], s)) if won else None  # the outcome scored most
     learned = standins.learn(
-        single, [c[:5] for c in choices], [b[:4] for b in batches], model._plain, listed, outcomes
+        single,
+        [c[:5] for c in choices],
+        [b[:4] for b in batches],
+        model._plain,
+        listed,
+        outcomes,
+        default,
     )
     for family in list(learned.go):
         mine = [c for c in choices if c[0] == family]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mw_actors.serve_learn import _rules as rules
+from mw_actors.serve_learn import _standins as standins
 from mw_actors.serve_learn._protocol import episode_record
 from mw_actors.serve_learn._worldmodel import Served, WorldModel, case_of, fit
 
@@ -122,7 +123,6 @@ def test_nothing_in_the_rules_names_a_domain() -> None:
     from pathlib import Path
 
     import mw_actors.serve_learn._probe as probe
-    import mw_actors.serve_learn._standins as standins
     import mw_actors.serve_learn._worldmodel as worldmodel
 
     for module in (rules, standins, worldmodel, probe):
@@ -274,6 +274,38 @@ def test_the_items_of_a_rare_choice_are_decided_as_the_many_single_cases_are() -
         model.save(Path(out), 10)
         loaded = WorldModel.load(Path(out))
         assert [loaded.ranked(query(legs))[0] for legs, _ in cases] == [w for _, w in cases]
+
+
+def test_what_lets_an_item_go_is_what_picks_the_items_chosen_and_else_the_default() -> None:
+    """A first-pass rule misreads legs between 450 and 600 as ``hold``. Four cases chose
+    480 after passing over 520 (both read ``hold``), three chose 300 after passing over
+    700: ``hold`` is what the chosen legs get most, but the first leg it would pick is the
+    one chosen in none of those cases; ``approve`` picks the chosen leg in three. Of two
+    outcomes that pick alike (within two cases), the single cases' default goes."""
+
+    def plain(facts: dict[str, rules.Value]) -> str:
+        amount = facts["case.amount"]
+        assert isinstance(amount, float)
+        return "approve" if amount <= 450 else "hold" if amount <= 600 else "deny"
+
+    def choice(first: float, chosen: float) -> standins.Choice:
+        legs: dict[int, dict[str, rules.Value]] = {
+            1: {"item.amount": first},
+            2: {"item.amount": chosen},
+        }
+        return ("execute|leg", {"case.kind": "legs"}, legs, 2, "execute(leg=<item>)")
+
+    single: list[dict[str, rules.Value]] = [
+        {"case.kind": "one", "case.amount": 100.0 * n} for n in range(1, 9)
+    ]
+    choices = [choice(520.0, 480.0)] * 4 + [choice(700.0, 300.0)] * 3
+    assert standins.learn(single, choices, [], plain).go == {"execute|leg": "approve"}
+    assert standins.learn(single, choices, [], plain, default="hold").go == {
+        "execute|leg": "approve"  # better by three cases
+    }
+    near = [choice(520.0, 480.0)] * 4 + [choice(700.0, 300.0)]  # better by one case
+    assert standins.learn(single, near, [], plain).go == {"execute|leg": "approve"}
+    assert standins.learn(single, near, [], plain, default="hold").go == {"execute|leg": "hold"}
 
 
 def _request(n: int, block: int, days: int, amount: float, right: bool) -> Served:
