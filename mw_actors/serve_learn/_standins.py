@@ -318,10 +318,10 @@ def learn(
             go = default  # what lets a single case go, unless another is clearly better
         found.go[family] = go
         led: Counter[int] = Counter()
-        for _, case, shown, chosen, taken in rows:
+        for (*_, taken), (chosen, legs) in zip(rows, read, strict=True):
             if not chosen:
-                for ordinal, own in shown.items():
-                    led[ordinal] += plain(found.stand_in(case, own)) == taken
+                for ordinal, given in legs:
+                    led[ordinal] += given == taken
         if led:
             found.lead[family] = max(sorted(led), key=lambda o: led[o])
     decided: dict[str, Counter[tuple[str, str]]] = {}
