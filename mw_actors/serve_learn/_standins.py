@@ -48,7 +48,7 @@ try:
 except ImportError:  # in the Codex learner's sandbox, copied beside it as rules.py
     import rules  # type: ignore[no-redef,import-not-found]
 
-__all__ = ["ItemsAsCases", "agreement", "learn", "said_alike", "stand_in"]
+__all__ = ["ItemsAsCases", "agreement", "learn", "lets_go", "said_alike", "stand_in"]
 
 Facts = dict[str, rules.Value]
 Plain = Callable[[Facts], "str | None"]  # a single case's likeliest outcome
@@ -59,6 +59,8 @@ Choice = tuple[str, Facts, dict[int, Facts], int, str]
 Batch = tuple[str, Facts, dict[int, Facts], list[tuple[int, str]]]
 # A batch served, scored or not: family, items, each item's decision.
 Listed = tuple[str, dict[int, Facts], list[tuple[int, str]]]
+# A scored case's item chosen (0 if none was) and the outcome each item gets as a single case.
+Read = tuple[int, list[tuple[int, "str | None"]]]
 FIGURES = ("figure.1", "figure.max")
 ITEM = "item."
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -294,28 +296,13 @@ def learn(
     for row in choices:
         by.setdefault(row[0], []).append(row)
     for family, rows in by.items():
-        read: list[tuple[int, list[tuple[int, str | None]]]] = [
+        read: list[Read] = [
             (chosen, [(o, plain(found.stand_in(case, shown[o]))) for o in sorted(shown)])
             for _, case, shown, chosen, _ in rows
         ]
-        went: Counter[str] = Counter(
-            outcome for chosen, legs in read for o, outcome in legs if o == chosen and outcome
-        )
-        if not went:
+        go = lets_go(read, default)
+        if go is None:
             continue
-        # What lets an item go picks, as the first item it is given, the item chosen in
-        # the most scored cases that chose one; of two alike, the chosen items' likeliest.
-        right = {
-            outcome: sum(
-                next((o for o, given in legs if given == outcome), 0) == chosen
-                for chosen, legs in read
-                if chosen
-            )
-            for outcome in went
-        }
-        go = min(went, key=lambda g: (-right[g], -went[g], g))
-        if default is not None and default in went and right[go] < right[default] + rules.MARGIN:
-            go = default  # what lets a single case go, unless another is clearly better
         found.go[family] = go
         led: Counter[int] = Counter()
         for (*_, taken), (chosen, legs) in zip(rows, read, strict=True):
@@ -341,6 +328,34 @@ def learn(
         if table:
             found.decisions[family] = table
     return found
+
+
+def lets_go(read: Sequence[Read], default: str | None) -> str | None:
+    """The single outcome that lets a choice's item go (``None``: no scored case chose one).
+
+    ``read``: each scored case's item chosen (or 0) and the outcome each of its items gets as
+    a single case. What lets an item go picks, as the first item it is given, the item chosen
+    in the most scored cases that chose one; of two alike, the chosen items' likeliest. The
+    single cases' ``default`` (the outcome that scored most) goes unless another is clearly
+    better (by ``rules.MARGIN`` cases).
+    """
+    went: Counter[str] = Counter(
+        outcome for chosen, legs in read for o, outcome in legs if o == chosen and outcome
+    )
+    if not went:
+        return None
+    right = {
+        outcome: sum(
+            next((o for o, given in legs if given == outcome), 0) == chosen
+            for chosen, legs in read
+            if chosen
+        )
+        for outcome in went
+    }
+    go = min(went, key=lambda g: (-right[g], -went[g], g))
+    if default is not None and default in went and right[go] < right[default] + rules.MARGIN:
+        return default
+    return go
 
 
 def agreement(pairs: Iterable[tuple[Any, Any]]) -> float:

@@ -887,8 +887,10 @@ def _choice_legs(model: WorldModel, scored: list[tuple[rules.Row, Case]]) -> lis
     The leg taken is a success of the single outcome that lets a leg go; the legs before
     it are failures of it (which outcome they would get is not known). That outcome is
     the stand-ins' (``as_cases.go``), or where a choice's own rules decide it better, the
-    one its chosen legs most get as single cases.
+    one the stand-ins would have picked (:func:`standins.lets_go`), not the one its chosen
+    legs most get (a first pass misreading them would teach its misreading).
     """
+    default = _scored_most(scored)
     chosen: dict[str, list[tuple[rules.Row, Case, dict[int, dict[str, rules.Value]]]]] = {}
     for row, case in scored:
         if case.chose:
@@ -897,13 +899,15 @@ def _choice_legs(model: WorldModel, scored: list[tuple[rules.Row, Case]]) -> lis
     found = []
     for family, mine in chosen.items():
         go = model.as_cases.go.get(family)
-        if go is None:
-            went = Counter(
-                model._plain(model.as_cases.stand_in(row.facts, shown[case.choice]))
+        if go is None:  # set aside for the choice's own rules: picked alike all the same
+            read = [
+                (case.choice, [
+                    (o, model._plain(model.as_cases.stand_in(row.facts, shown[o])))
+                    for o in sorted(shown)
+                ])
                 for row, case, shown in mine
-                if case.choice in shown
-            )
-            go = next(iter(went.most_common(1)), (None, 0))[0]
+            ]  # fmt: skip
+            go = standins.lets_go(read, default)
         if go is None:
             continue
         for row, case, shown in mine:
@@ -913,6 +917,12 @@ def _choice_legs(model: WorldModel, scored: list[tuple[rules.Row, Case]]) -> lis
                 facts = model.as_cases.stand_in(row.facts, shown[ordinal])
                 found.append(rules.Row(facts, go, ordinal == case.choice, case.block))
     return found
+
+
+def _scored_most(scored: list[tuple[rules.Row, Case]]) -> str | None:
+    """The single outcome that scored most (of two alike, the first by name)."""
+    won = Counter(case.signature for _, case in scored if not (case.itemized or case.chose))
+    return min(won, key=lambda s: (-won[s], s)) if won else None
 
 
 def _evidence(rows: list[rules.Row], since: int) -> list[rules.Row]:
@@ -974,8 +984,7 @@ def _as_cases(
         if case.itemized
     ]
     outcomes = [case.signature for case in cases if not (case.itemized or case.chose)]
-    won = Counter(case.signature for _, case in scored if not (case.itemized or case.chose))
-    default = min(won, key=lambda s: (-won[s], s)) if won else None  # the outcome scored most
+    default = _scored_most(scored)
     learned = standins.learn(
         single,
         [c[:5] for c in choices],

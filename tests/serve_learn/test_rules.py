@@ -8,10 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mw_actors.serve_learn import _rules as rules
 from mw_actors.serve_learn import _standins as standins
 from mw_actors.serve_learn._protocol import episode_record
-from mw_actors.serve_learn._worldmodel import Served, WorldModel, case_of, fit
+from mw_actors.serve_learn._worldmodel import Served, WorldModel, _choice_legs, case_of, fit
 
 
 def test_facts_keep_numbers_paths_and_kinds_never_ids() -> None:
@@ -306,6 +308,42 @@ def test_what_lets_an_item_go_is_what_picks_the_items_chosen_and_else_the_defaul
     near = [choice(520.0, 480.0)] * 4 + [choice(700.0, 300.0)]  # better by one case
     assert standins.learn(single, near, [], plain).go == {"execute|leg": "approve"}
     assert standins.learn(single, near, [], plain, default="hold").go == {"execute|leg": "hold"}
+
+
+def test_a_choice_kept_to_its_own_rules_teaches_the_legs_what_picks_the_chosen_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where a choice's own rules decide it better than the stand-ins do, its chosen legs
+    still teach the single cases' rules, as successes of what lets a leg go. A first pass
+    that misreads legs between 450 and 600 as ``hold`` must not make ``hold`` that outcome
+    because the chosen legs got it most: the first leg ``hold`` would pick was chosen in
+    none of those cases (the misreading would become evidence for itself)."""
+    served = [
+        _served(
+            n, n // 12, {"amount": 100.0 * (n % 9 + 1)}, "approve" if n % 9 < 5 else "deny", 1.0
+        )
+        for n in range(0, 96, 2)
+    ]
+    for n, (first, chosen) in enumerate([(520.0, 480.0)] * 4 + [(700.0, 300.0)] * 3):
+        served.append(_legs_or_deny(97 + 2 * n, (97 + 2 * n) // 12, [first, chosen], right=True))
+    model = fit(served, now=7)
+
+    def misread(facts: dict[str, rules.Value]) -> str:
+        amount = next(v for k, v in facts.items() if k.endswith("amount"))
+        assert isinstance(amount, float)
+        return "decide(decision=approve)" if amount <= 450 else "hold" if amount <= 600 else "deny"
+
+    monkeypatch.setattr(model, "_plain", misread)
+    model.as_cases.go.clear()  # the choice kept to its own rules
+    cases = [c for c in (case_of(s) for s in served) if c is not None]
+    scored = [
+        (rules.Row(rules.facts_of(c.text, model.vocabulary), c.signature, True, c.block), c)
+        for c in cases
+    ]
+    legs = _choice_legs(model, scored)
+    assert len(legs) == 14  # two legs in each of the seven cases
+    assert {r.outcome for r in legs} == {"decide(decision=approve)"}
+    assert sum(r.scored for r in legs) == 7  # the chosen legs; the ones passed over failed
 
 
 def _request(n: int, block: int, days: int, amount: float, right: bool) -> Served:
