@@ -317,9 +317,10 @@ def _split(
     decay: float = SPLIT_DECAY,
     anchors: Sequence[float] = (),
     said: Sequence[float] = (),
+    names: frozenset[str] | None = None,
 ) -> Test | None:
     """The test on one fact that best separates the outcomes that scored."""
-    found = _candidates(rows, now, decay, anchors, said)
+    found = _candidates(rows, now, decay, anchors, said, names)
     return found[0][1] if found else None
 
 
@@ -329,6 +330,7 @@ def _candidates(
     decay: float = SPLIT_DECAY,
     anchors: Sequence[float] = (),
     said: Sequence[float] = (),
+    names: frozenset[str] | None = None,
 ) -> list[tuple[float, Test]]:
     """Every test that separates the outcomes that scored, with its gain: the best first.
 
@@ -339,6 +341,8 @@ def _candidates(
 
     ``said``: the figures the manual prints for the outcome (:func:`said_of`); a
     threshold in a gap holding one is that figure, and its gain weighs ``SAID_WEIGHT``.
+    ``names``: the facts that are names (:func:`names_of`), as the whole evidence says;
+    else those with many values among ``rows``.
     """
     labels: dict[str, int] = {}
     wins: list[tuple[Row, int, float]] = []
@@ -402,7 +406,7 @@ def _candidates(
             splits[key] = sweep(key, numeric[key])
         # A category of many values is a name (a person, a firm, a month): a rule on one
         # of them needs more evidence than a rule on a kind.
-        named = values.get(key, 0) > MAX_CATEGORIES
+        named = key in names if names is not None else values.get(key, 0) > MAX_CATEGORIES
         least = MIN_NAME if named else MIN_LEAF
         for category in groups.get(key, ()):
             counts = counted[key, category]
@@ -571,6 +575,20 @@ def _grow(
     _grow(node.no, no, now, outcomes, node.estimate, depth + 1, decay)
 
 
+def names_of(rows: Sequence[Row]) -> frozenset[str]:
+    """The facts that are names: categories with more than ``MAX_CATEGORIES`` values.
+
+    Read once over the whole evidence: within a rule's few cases a name shows few of
+    its values, and would pass for a kind (on banking_l2, 15 of the 27 merchants served
+    were among one rule's 28 cases, and a firm with two old approvals was split off).
+    """
+    values: dict[str, set[str]] = {}
+    for row in rows:
+        for key, category in row.categories:
+            values.setdefault(key, set()).add(category)
+    return frozenset(key for key, seen in values.items() if len(seen) > MAX_CATEGORIES)
+
+
 def grow_each(
     rows: Sequence[Row],
     now: int,
@@ -591,6 +609,7 @@ def grow_each(
     threshold of its rules is likelier than elsewhere.
     """
     trees = {}
+    named = names_of(rows)
     for outcome in outcomes:
         labelled = [
             r.labelled("yes" if r.outcome == outcome and r.scored else "no", True)
@@ -601,7 +620,7 @@ def grow_each(
         prior = (yes + 0.5) / (len(labelled) + 1)
         root = Node()
         printed = (said or {}).get(outcome, ())
-        _grow_one(root, labelled, now, outcome, prior, 0, anchors, look, printed)
+        _grow_one(root, labelled, now, outcome, prior, 0, anchors, look, printed, named)
         trees[outcome] = root
     return trees
 
@@ -652,6 +671,7 @@ def _grow_one(
     anchors: Sequence[float] = (),
     look: bool = False,
     said: Sequence[float] = (),
+    names: frozenset[str] | None = None,
 ) -> None:
     latest = max((row.block for row in rows), default=now)
     won = lost = 0.0
@@ -669,9 +689,9 @@ def _grow_one(
     if depth >= MAX_DEPTH:
         return
     if look and depth == 0:  # the root's rule, chosen a step ahead
-        found = _lookahead(rows, now, anchors, said)
+        found = _lookahead(rows, now, anchors, said, names)
     else:
-        found = _split(rows, now, anchors=anchors, said=said)
+        found = _split(rows, now, anchors=anchors, said=said, names=names)
     if found is None:
         return
     yes, no = _divide(node, rows, found)
@@ -681,11 +701,15 @@ def _grow_one(
     node.yes, node.no = Node(), Node()
     for child, side in ((node.yes, yes), (node.no, no)):
         parent = node.estimate[outcome]
-        _grow_one(child, side, now, outcome, parent, depth + 1, anchors, said=said)
+        _grow_one(child, side, now, outcome, parent, depth + 1, anchors, said=said, names=names)
 
 
 def _lookahead(
-    rows: Sequence[Row], now: int, anchors: Sequence[float], said: Sequence[float] = ()
+    rows: Sequence[Row],
+    now: int,
+    anchors: Sequence[float],
+    said: Sequence[float] = (),
+    names: frozenset[str] | None = None,
 ) -> Test | None:
     """The rule that, with the best rule on each of its sides, separates the outcomes best.
 
@@ -695,7 +719,7 @@ def _lookahead(
     alone splits the cases well where other categories and amounts mix, so a greedy
     tree takes a third fact that splits a little better alone and never finds the pair.
     """
-    found = _candidates(rows, now, anchors=anchors, said=said)
+    found = _candidates(rows, now, anchors=anchors, said=said, names=names)
     tried = found[:1] + heapq.nlargest(LOOKAHEAD - 1, found[1:], key=lambda c: c[0])
     best: tuple[float, Test] | None = None
     for gain, test in tried:
@@ -703,7 +727,7 @@ def _lookahead(
         if _chi2(yes, no, now) < CHI2_MIN:
             continue
         for side in (yes, no):
-            below = _candidates(side, now, anchors=anchors, said=said)
+            below = _candidates(side, now, anchors=anchors, said=said, names=names)
             gain += below[0][0] if below else 0.0
         if best is None or gain > best[0] + 1e-12:
             best = (gain, test)

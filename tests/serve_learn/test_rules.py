@@ -710,6 +710,36 @@ def test_a_conjunction_whose_parts_say_little_alone_is_found_a_step_ahead() -> N
     assert right(look=True) == len(cases)
 
 
+def test_a_name_is_a_name_within_every_rule_though_a_rule_sees_few_of_its_values() -> None:
+    """Firms are names: 17 are served. A rule on card payments sees only the 5 firms that
+    take cards, few enough to pass for a kind; two approvals above the limit at one of
+    them, in the latest block, must not become a rule on that firm as if it were a kind
+    of merchant (a rule on a name reaches no other firm, and needs more evidence)."""
+    rng = random.Random(3)
+    rows = []
+    for n in range(48):  # transfers to 12 firms, all approved
+        facts: dict[str, rules.Value] = {
+            "case.kind": "transfer",
+            "merchant.name": f"M{5 + n % 12}",
+            "case.amount": float(rng.randint(100, 900)),
+        }
+        rows.append(rules.Row(facts, "approve", True, n % 4))
+    for n in range(40):  # card payments at 5 firms: over the limit above 500
+        amount = float(rng.randint(100, 900))
+        facts = {
+            "case.kind": "txn", "merchant.name": f"M{n % 5}", "case.amount": amount,
+        }  # fmt: skip
+        rows.append(rules.Row(facts, "over" if amount > 500 else "approve", True, n % 4))
+    for amount in (700.0, 800.0):
+        facts = {"case.kind": "txn", "merchant.name": "M0", "case.amount": amount}
+        rows.append(rules.Row(facts, "approve", True, 3))
+    assert rules.names_of(rows) == {"merchant.name"}
+    tree = rules.grow_each(rows, 3, ["over", "approve"], look=True)["over"]
+    tested = {node.fact for path in rules.leaves(tree) for node in path}
+    assert "case.amount" in tested
+    assert "merchant.name" not in tested
+
+
 def test_the_figures_a_manual_prints_for_an_outcome_are_those_beside_its_argument() -> None:
     manual = (
         "## transfers\nTransfers to payees added within 30 days are escalated with reason"
