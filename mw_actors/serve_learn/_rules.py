@@ -579,8 +579,8 @@ def names_of(rows: Sequence[Row]) -> frozenset[str]:
     """The facts that are names: categories with more than ``MAX_CATEGORIES`` values.
 
     Read once over the whole evidence: within a rule's few cases a name shows few of
-    its values, and would pass for a kind (on banking_l2, 15 of the 27 merchants served
-    were among one rule's 28 cases, and a firm with two old approvals was split off).
+    its values, and would pass for a kind (15 of the 27 firms served were among one
+    rule's 28 cases, and a firm with two old approvals was split off as one).
     """
     values: dict[str, set[str]] = {}
     for row in rows:
