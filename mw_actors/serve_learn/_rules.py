@@ -358,12 +358,8 @@ def _candidates(
         return []
     width = len(total)
     numeric, counted = _tallies(wins, width)
-    seen: set[tuple[str, str]] = set()
-    for row in rows:
-        seen.update(row.categories)
-    values: dict[str, int] = {}  # a fact's number of categories
-    for key, _ in seen:
-        values[key] = values.get(key, 0) + 1
+    if names is None:
+        names = names_of(rows)
     groups: dict[str, list[str]] = {}
     for key, category in sorted(counted):
         groups.setdefault(key, []).append(category)
@@ -406,7 +402,7 @@ def _candidates(
             splits[key] = sweep(key, numeric[key])
         # A category of many values is a name (a person, a firm, a month): a rule on one
         # of them needs more evidence than a rule on a kind.
-        named = key in names if names is not None else values.get(key, 0) > MAX_CATEGORIES
+        named = key in names
         least = MIN_NAME if named else MIN_LEAF
         for category in groups.get(key, ()):
             counts = counted[key, category]

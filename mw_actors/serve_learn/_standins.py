@@ -146,6 +146,15 @@ class ItemsAsCases:
     ) -> dict[str, rules.Value]:
         return stand_in(case, item, self.facts, self.figures)
 
+    def legs(
+        self,
+        case: dict[str, rules.Value],
+        shown: dict[int, dict[str, rules.Value]],
+        plain: Plain,
+    ) -> list[tuple[int, str | None]]:
+        """The outcome each item gets as a single case, in the items' order."""
+        return [(o, plain(self.stand_in(case, shown[o]))) for o in sorted(shown)]
+
     def choose(
         self,
         family: str,
@@ -154,7 +163,7 @@ class ItemsAsCases:
         plain: Plain,
     ) -> tuple[int, str | None]:
         """(the item chosen, 0 if none; else the outcome the case takes, or None)."""
-        outcomes = {o: plain(self.stand_in(case, own)) for o, own in sorted(shown.items())}
+        outcomes = dict(self.legs(case, shown, plain))
         for ordinal, outcome in outcomes.items():
             if outcome == self.go[family]:
                 return ordinal, None
@@ -297,8 +306,7 @@ def learn(
         by.setdefault(row[0], []).append(row)
     for family, rows in by.items():
         read: list[Read] = [
-            (chosen, [(o, plain(found.stand_in(case, shown[o]))) for o in sorted(shown)])
-            for _, case, shown, chosen, _ in rows
+            (chosen, found.legs(case, shown, plain)) for _, case, shown, chosen, _ in rows
         ]
         go = lets_go(read, default)
         if go is None:

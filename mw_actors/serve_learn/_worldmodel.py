@@ -901,12 +901,9 @@ def _choice_legs(model: WorldModel, scored: list[tuple[rules.Row, Case]]) -> lis
         go = model.as_cases.go.get(family)
         if go is None:  # set aside for the choice's own rules: picked alike all the same
             read = [
-                (case.choice, [
-                    (o, model._plain(model.as_cases.stand_in(row.facts, shown[o])))
-                    for o in sorted(shown)
-                ])
+                (case.choice, model.as_cases.legs(row.facts, shown, model._plain))
                 for row, case, shown in mine
-            ]  # fmt: skip
+            ]
             go = standins.lets_go(read, default)
         if go is None:
             continue
