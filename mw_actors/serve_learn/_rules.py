@@ -76,7 +76,7 @@ NAME_WEIGHT = 0.25  # of a name's (or word's) gain: a rule on one name reaches n
 SAID_WEIGHT = 1.2  # of a threshold's gain at a figure the manual prints for the outcome
 LOOKAHEAD = 6  # a root's best tests, each weighed with the best test it leaves on each side
 CHI2_MIN = 3.84  # a split must be this sure (chi-squared, p < 0.05 at one degree of freedom)
-SUMMED = 3  # numbers whose pairwise sums a split may test: the best splitting ones
+SUMMED = 3  # numbers whose pairwise sums a split may test: the best splitting ones (one each)
 SAME_SCALE = 10.0  # two numbers summed have medians within this factor (one unit, likely)
 SUM = " + "  # in a fact's name: the sum of two numbers (``account.today_total + case.amount``)
 SCOPE_CHANCE = 0.001  # a scope must be this unlikely to come of chance
@@ -414,9 +414,13 @@ def _candidates(
             consider(gain * (NAME_WEIGHT if weak else 1.0), key, "=", category)
     # A rule may be on the sum of two numbers (today's total and this amount, over a
     # cap): of the numbers that split best alone, each pair's sum is tried too.
-    summed = sorted(
-        (k for k in splits if not k.startswith("figure.")), key=lambda k: (-splits[k], k)
-    )[:SUMMED]
+    # A number that is another under a second name (a day's total shown twice) takes
+    # no place of its own: the place is the next number's.
+    summed: list[str] = []
+    for key in sorted((k for k in splits if not k.startswith("figure.")),
+                      key=lambda k: (-splits[k], k)):  # fmt: skip
+        if len(summed) < SUMMED and not any(_same(wins, key, k) for k in summed):
+            summed.append(key)
     middle = {k: statistics.median(abs(v) for v, _, _ in numeric[k]) for k in summed}
     for a, b in itertools.combinations(sorted(summed), 2):
         low, high = sorted((middle[a], middle[b]))
@@ -432,6 +436,11 @@ def _candidates(
     if best is None:
         return []
     return [best, *(c for c in found if c is not best)]  # the best: the first of equal gains
+
+
+def _same(wins: Sequence[tuple[Row, int, float]], a: str, b: str) -> bool:
+    """Whether two numbers are one under two names: equal in every case that has either."""
+    return all(row.facts.get(a) == row.facts.get(b) for row, _, _ in wins)
 
 
 def _tallies(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -556,6 +557,35 @@ def test_a_rule_on_the_sum_of_two_numbers_is_learned_and_stated() -> None:
     card = model.card(12)
     assert "case.amount + case.today_total" in card, card
     assert "tenure_years +" not in card and "+ case.tenure_years" not in card
+
+
+def test_a_number_shown_twice_does_not_crowd_out_the_sum_that_decides() -> None:
+    """Escalate when today's total plus this amount passes $2000. Today's total is shown
+    under two names, and a count of today's payments follows it: alone, those split
+    best, and the small amount least. The sum that decides is still tried, because a
+    number under a second name is one number."""
+    rng = random.Random(5)
+    served = []
+
+    def case(total: float, amount: float) -> dict[str, float]:
+        return {"today_total": total, "same_day_total": total,
+                "today_count": float(round(total / 100)), "amount": amount}  # fmt: skip
+
+    for n in range(144):
+        total, amount = round(rng.uniform(0, 2400), 2), round(rng.uniform(20, 400), 2)
+        wanted = "escalate" if total + amount > 2000 else "approve"
+        right = rng.random() < 0.7
+        taken = wanted if right else ("approve" if wanted == "escalate" else "escalate")
+        served.append(_served(n, n // 12, case(total, amount), taken, float(taken == wanted)))
+    model = fit(served, now=11)
+    asked = [(1900.0, 40.0, "approve"), (1900.0, 160.0, "escalate"),
+             (1700.0, 350.0, "escalate"), (1700.0, 250.0, "approve")]  # fmt: skip
+    for total, amount, want in asked:
+        query = "Decide case CASE-9999.\n" + json.dumps(
+            {"case_id": "CASE-9999", **case(total, amount)}
+        )
+        assert model.ranked(query)[0] == f"decide(decision={want})", (total, amount)
+    assert re.search(r"case\.amount \+ case\.(today|same_day)_total [<>]", model.card(12))
 
 
 def test_the_lines_of_scored_batches_teach_the_single_cases_rules() -> None:
