@@ -94,6 +94,7 @@ ITEMS = "[...]"  # in a signature: a list decided item by item, filled for the c
 CHOICE = "<item>"  # in a signature: which of the case's numbered items, filled for the case
 LIKELY = 0.5  # an outcome whose rule gives it this chance fires for the case
 MIN_SHARED = 2  # scored cases a firing rule must hold for, to estimate the outcomes on them
+TIED = 0.05  # two outcomes' chances this close, for an item read as a single case, are a tie
 OUT_OF_SCOPE = 0.01  # an outcome's estimate on a case outside its scope is scaled by this
 CHOSEN, PASSED = "chosen", "passed over"  # an item of an ordered choice, before the one chosen
 
@@ -513,7 +514,34 @@ class WorldModel:
             },
             facts,
         )
-        return min(estimate, key=lambda s: (-estimate[s], s)) if estimate else None
+        order = sorted(estimate, key=lambda s: (-estimate[s], s))
+        if len(order) < 2 or estimate[order[1]] < LIKELY:
+            return order[0] if order else None
+        if estimate[order[0]] - estimate[order[1]] > TIED:
+            return order[0]
+        return self._between(order[0], order[1], facts)
+
+    def _between(self, first: str, second: str, facts: dict[str, rules.Value]) -> str:
+        """Of two outcomes whose rules both fire, alike sure: the one that scored where both do.
+
+        A stand-in (an item read as a single case) lacks facts a broad rule's exceptions
+        were split on: a general rule reads 0.99 for an item that a narrow exception
+        (a recent counterpart, over an amount) claims at 0.99 too. The served cases
+        that both rules hold for tell them apart (weighed by recency); with fewer than
+        ``MIN_SHARED`` of them scored with either, or as many for each, the likelier stays.
+        """
+        tests = [
+            (node, after is node.yes)
+            for outcome in (first, second)
+            for node, after in itertools.pairwise(self._path(outcome, facts))
+        ]
+        won = {first: 0.0, second: 0.0}
+        shared = 0
+        for row in self._rows():
+            if row.scored and row.outcome in won and all(n.holds(row.facts) == y for n, y in tests):
+                won[row.outcome] += rules.LEAF_DECAY ** (self.now - row.block)
+                shared += 1
+        return second if shared >= MIN_SHARED and won[second] > won[first] else first
 
     def _chosen_as_cases(self, query: str) -> str | None:
         """The outcome of an ordered choice decided through its items as single cases."""
@@ -813,6 +841,7 @@ def fit(served: list[Served], *, now: int, decay: float = 0.5, manual: str = "")
         since=since,
         scopes=rules.scopes(single),
     )
+    model._facts = _evidence(rows, since)  # the cases' facts, as ``_rows`` would read them
     # The model's rules, grown once more: from the items of the cases that scored too
     # (where single cases of a kind are few, their items are most of its evidence), and
     # each root's rule chosen a step ahead. The regime's greedy trees only compared

@@ -588,6 +588,41 @@ def test_a_number_shown_twice_does_not_crowd_out_the_sum_that_decides() -> None:
     assert re.search(r"case\.amount \+ case\.(today|same_day)_total [<>]", model.card(12))
 
 
+def test_two_rules_alike_sure_for_an_item_are_told_apart_where_both_hold() -> None:
+    """A line read as a single case (``_plain``): the broad rule reads 0.99 everywhere,
+    having never split off its exception, and the narrow one (a recent counterpart, over
+    $5000) reads 0.985 where it fires. The served cases both rules hold for went to the
+    narrow one, so it decides; where they are fewer than ``MIN_SHARED``, or the narrow
+    rule is not alike sure, the broad one stays."""
+    rng = random.Random(7)
+    served = []
+    for n in range(48):
+        days, amount = rng.choice([5, 20, 90, 700]), rng.choice([150.0, 900.0, 6000.0, 9000.0])
+        wanted = "review" if days <= 30 and amount > 5000 else "approve"
+        served.append(_served(n, n // 12, {"days": days, "amount": amount}, wanted, 1.0))
+    model = fit(served, now=3)
+
+    def leaf(outcome: str, chance: float) -> rules.Node:
+        return rules.Node(estimate={outcome: chance})
+
+    review = "decide(decision=review)"
+    over = rules.Node(fact="case.amount", op="<=", value=5000.0,
+                      yes=leaf(review, 0.01), no=leaf(review, 0.985))  # fmt: skip
+    recent = rules.Node(fact="case.days", op="<=", value=30.0, yes=over, no=leaf(review, 0.01))
+    model.trees = {"decide(decision=approve)": leaf("decide(decision=approve)", 0.99),
+                   review: recent}  # fmt: skip
+    assert model._plain({"case.days": 4.0, "case.amount": 7000.0}) == review
+    assert model._plain({"case.days": 400.0, "case.amount": 7000.0}) == "decide(decision=approve)"
+    over.no.estimate[review] = 0.9  # not alike sure: the likelier stays
+    assert model._plain({"case.days": 4.0, "case.amount": 7000.0}) == "decide(decision=approve)"
+    over.no.estimate[review] = 0.985
+    rows = model._rows()
+    one = [r for r in rows if r.outcome == review][:1]
+    assert len([r for r in rows if r.outcome == review]) >= 3
+    model._facts = [r for r in rows if r.outcome != review] + one  # one shared case: too few
+    assert model._plain({"case.days": 4.0, "case.amount": 7000.0}) == "decide(decision=approve)"
+
+
 def test_the_lines_of_scored_batches_teach_the_single_cases_rules() -> None:
     """Single payments are rare, batches of three are common: the rules for a payee's
     review and for a large amount are learned from the batches' lines, and reach a
