@@ -416,8 +416,7 @@ class WorldModel:
             return estimate
         regions = []
         for s in likely:
-            tests = [(node, after is node.yes) for node, after in itertools.pairwise(paths[s])]
-            held = [r for r in self._rows() if all(n.holds(r.facts) == yes for n, yes in tests)]
+            held = self._held(paths[s])
             if sum(r.scored for r in held) >= MIN_SHARED:
                 regions.append((len(held), s, held))
         if not regions:
@@ -438,6 +437,13 @@ class WorldModel:
                 mine + against + rules.SMOOTHING
             )
         return estimate
+
+    def _held(self, *paths: list[rules.Node]) -> list[rules.Row]:
+        """The served cases that every rule on ``paths`` holds for, each taken as the path went."""
+        tests = [
+            (node, after is node.yes) for path in paths for node, after in itertools.pairwise(path)
+        ]
+        return [r for r in self._rows() if all(n.holds(r.facts) == yes for n, yes in tests)]
 
     def _rows(self) -> list[rules.Row]:
         """The served cases as the rules saw them (:func:`_evidence`)."""
@@ -530,15 +536,10 @@ class WorldModel:
         that both rules hold for tell them apart (weighed by recency); with fewer than
         ``MIN_SHARED`` of them scored with either, or as many for each, the likelier stays.
         """
-        tests = [
-            (node, after is node.yes)
-            for outcome in (first, second)
-            for node, after in itertools.pairwise(self._path(outcome, facts))
-        ]
         won = {first: 0.0, second: 0.0}
         shared = 0
-        for row in self._rows():
-            if row.scored and row.outcome in won and all(n.holds(row.facts) == y for n, y in tests):
+        for row in self._held(self._path(first, facts), self._path(second, facts)):
+            if row.scored and row.outcome in won:
                 won[row.outcome] += rules.LEAF_DECAY ** (self.now - row.block)
                 shared += 1
         return second if shared >= MIN_SHARED and won[second] > won[first] else first
