@@ -369,6 +369,9 @@ def _candidates(
     def consider(gain: float, key: str, op: str, value: Value) -> None:
         nonlocal best
         gain -= 1e-6 if key.startswith("word:") else 0.0  # a word is a weaker reading
+        # Of tests that part the cases alike, a kind before a threshold: a threshold
+        # could have been drawn anywhere in its gap, on any number (sums come last).
+        gain -= 1e-7 if op == "<=" else 0.0
         if gain > 1e-6:
             found.append((gain, (key, op, value)))
             if best is None or gain > best[0] + 1e-12:

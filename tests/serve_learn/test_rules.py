@@ -588,6 +588,28 @@ def test_a_number_shown_twice_does_not_crowd_out_the_sum_that_decides() -> None:
     assert re.search(r"case\.amount \+ case\.(today|same_day)_total [<>]", model.card(12))
 
 
+def test_of_tests_that_part_the_cases_alike_a_kind_is_chosen_over_a_threshold() -> None:
+    """Deny overseas. Every overseas case served so far came with a balance above $1000
+    and every domestic one below $800, so ``balance > 900`` parts them exactly as
+    ``region = overseas`` does. A threshold could have been drawn anywhere in that gap
+    and on any number: a kind is the likelier rule, and it decides a new overseas case
+    with a small balance, and a domestic one with a large balance."""
+    rng = random.Random(3)
+    served = []
+    for n in range(48):
+        overseas = rng.random() < 0.3
+        balance = round(rng.uniform(1000, 2000) if overseas else rng.uniform(50, 800), 2)
+        decision = "deny" if overseas else "approve"
+        facts = {"balance": balance, "region": "overseas" if overseas else "domestic"}
+        served.append(_served(n, n // 12, facts, decision, 1.0))
+    model = fit(served, now=3)
+    for balance, region, want in [(200.0, "overseas", "deny"), (1500.0, "domestic", "approve")]:
+        query = "Decide case CASE-9999.\n" + json.dumps(
+            {"case_id": "CASE-9999", "balance": balance, "region": region}
+        )
+        assert model.ranked(query)[0] == f"decide(decision={want})", (balance, region)
+
+
 def test_two_rules_alike_sure_for_an_item_are_told_apart_where_both_hold() -> None:
     """A line read as a single case (``_plain``): the broad rule reads 0.99 everywhere,
     having never split off its exception, and the narrow one (a recent counterpart, over
