@@ -273,6 +273,24 @@ class Node:
         return node
 
 
+def estimate_of(node: Node, facts: dict[str, Value], outcome: str) -> float:
+    """``outcome``'s chance for ``facts`` by ``node``'s rules.
+
+    A case that lacks a fact no served case lacked where a rule tests it (an item read
+    as a single case has no count of the request's figures) belongs to neither side
+    more than the served cases did: it reads both, weighed by the evidence each holds.
+    """
+    while node.fact is not None and node.yes is not None and node.no is not None:
+        if not node.absent and value_of(facts, node.fact) is None:
+            sides = [(sum(c.won.values()) + sum(c.lost.values()), c) for c in (node.yes, node.no)]
+            total = sum(weight for weight, _ in sides)
+            if total <= 0:
+                break
+            return sum(w * estimate_of(side, facts, outcome) for w, side in sides) / total
+        node = node.yes if node.holds(facts) else node.no
+    return node.estimate.get(outcome, 0.0)
+
+
 def value_of(facts: dict[str, Value], fact: str) -> Value | None:
     """A fact of a case, or the sum of two (``a + b``: None unless both are numbers)."""
     if SUM not in fact:

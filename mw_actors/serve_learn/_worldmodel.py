@@ -511,10 +511,14 @@ class WorldModel:
         return None
 
     def _plain(self, facts: dict[str, rules.Value]) -> str | None:
-        """The likeliest outcome of a single case (no items) with ``facts``."""
+        """The likeliest outcome of a single case (no items) with ``facts``.
+
+        An item read as a single case lacks facts every served case showed; where a rule
+        tests one, the item reads both sides (:func:`rules.estimate_of`).
+        """
         estimate = self._scoped(
             {
-                s: t.leaf(facts)[-1].estimate.get(s, 0.0)
+                s: rules.estimate_of(t, facts, s)
                 for s, t in self.trees.items()
                 if ITEMS not in s and CHOICE not in s
             },

@@ -610,6 +610,24 @@ def test_of_tests_that_part_the_cases_alike_a_kind_is_chosen_over_a_threshold() 
         assert model.ranked(query)[0] == f"decide(decision={want})", (balance, region)
 
 
+def test_an_item_lacking_a_fact_every_served_case_showed_reads_both_sides_of_its_rule() -> None:
+    """Review the rare case scored over 90; approve the rest. An item read as a single
+    case has no score: it is not the rare case more than the served cases were, so it is
+    approved, where taking the side a missing fact falls to (``> 90``) reviewed it."""
+    rng = random.Random(11)
+    served = []
+    for n in range(60):
+        score = float(rng.choice([95, 97, 99]) if n % 6 == 0 else rng.randint(10, 80))
+        decision = "review" if score > 90 else "approve"
+        served.append(_served(n, n // 12, {"score": score, "kind": "plain"}, decision, 1.0))
+    model = fit(served, now=4)
+    assert model._plain({"case.kind": "plain", "case.score": 95.0}) == "decide(decision=review)"
+    assert model._plain({"case.kind": "plain"}) == "decide(decision=approve)"
+    tree = model.trees["decide(decision=review)"]
+    assert tree.leaf({"case.kind": "plain"})[-1].estimate["decide(decision=review)"] > 0.5
+    assert rules.estimate_of(tree, {"case.kind": "plain"}, "decide(decision=review)") < 0.5
+
+
 def test_two_rules_alike_sure_for_an_item_are_told_apart_where_both_hold() -> None:
     """A line read as a single case (``_plain``): the broad rule reads 0.99 everywhere,
     having never split off its exception, and the narrow one (a recent counterpart, over
