@@ -432,7 +432,8 @@ def _candidates(
             inside = counts[:width]
             gain = base - _gini(inside) - _gini([t - w for t, w in zip(total, inside, strict=True)])
             weak = named or key.startswith("word:")
-            consider(gain * (NAME_WEIGHT if weak else 1.0), key, "=", category)
+            many = 1e-9 * len(groups[key])  # of kinds parting the cases alike, the fewer values
+            consider(gain * (NAME_WEIGHT if weak else 1.0) - many, key, "=", category)
     # A rule may be on the sum of two numbers (today's total and this amount, over a
     # cap): of the numbers that split best alone, each pair's sum is tried too.
     # A number that is another under a second name (a day's total shown twice) takes

@@ -628,6 +628,21 @@ def test_an_item_lacking_a_fact_every_served_case_showed_reads_both_sides_of_its
     assert rules.estimate_of(tree, {"case.kind": "plain"}, "decide(decision=review)") < 0.5
 
 
+def test_of_kinds_that_part_the_cases_alike_the_one_of_fewer_values_is_chosen() -> None:
+    """Every denial came through desk ``a`` and from overseas; the approvals through five
+    other desks, at home. A fact of two values is the likelier rule than one of six."""
+    rows = []
+    for n in range(24):
+        deny = n % 4 == 0
+        facts: dict[str, rules.Value] = {
+            "case.desk": "a" if deny else "bcdef"[n % 5],
+            "case.region": "overseas" if deny else "domestic",
+        }
+        rows.append(rules.Row(facts, "deny" if deny else "approve", True, 3))
+    found = rules._split(rows, now=3)
+    assert found is not None and found[0] == "case.region", found
+
+
 def test_two_rules_alike_sure_for_an_item_are_told_apart_where_both_hold() -> None:
     """A line read as a single case (``_plain``): the broad rule reads 0.99 everywhere,
     having never split off its exception, and the narrow one (a recent counterpart, over
