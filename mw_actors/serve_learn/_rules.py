@@ -425,15 +425,16 @@ def _candidates(
         # of them needs more evidence than a rule on a kind.
         named = key in names
         least = MIN_NAME if named else MIN_LEAF
-        for category in groups.get(key, ()):
+        kinds = groups.get(key, [])
+        weight = NAME_WEIGHT if named or key.startswith("word:") else 1.0
+        many = 1e-9 * len(kinds)  # of kinds parting the cases alike, the fewer values first
+        for category in kinds:
             counts = counted[key, category]
             if counts[width] < least or len(wins) - counts[width] < MIN_LEAF:
                 continue
             inside = counts[:width]
             gain = base - _gini(inside) - _gini([t - w for t, w in zip(total, inside, strict=True)])
-            weak = named or key.startswith("word:")
-            many = 1e-9 * len(groups[key])  # of kinds parting the cases alike, the fewer values
-            consider(gain * (NAME_WEIGHT if weak else 1.0) - many, key, "=", category)
+            consider(gain * weight - many, key, "=", category)
     # A rule may be on the sum of two numbers (today's total and this amount, over a
     # cap): of the numbers that split best alone, each pair's sum is tried too.
     # A number that is another under a second name (a day's total shown twice) takes
